@@ -1,0 +1,59 @@
+"""Shared test helpers for the span/processor tests."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+from typing import Any
+
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+import tracescore
+
+
+@dataclass
+class SimpleResult:
+    score: float | None
+    reason: str
+    judge_model: str | None = None
+
+
+@dataclass
+class ProbeScorer:
+    """A real scorer object (the interface the processor calls): it records what it was given
+    and scores the output's length against ``scale`` characters, after ``delay`` seconds."""
+
+    id: str = "probe"
+    delay: float = 0.0
+    uses_context: bool = False
+    requires_ground_truth: bool = False
+    higher_is_better: bool = True
+    fail_with: BaseException | None = None
+    calls: list[dict[str, Any]] = field(default_factory=list)
+
+    async def arun(self, **kwargs: Any) -> SimpleResult:
+        self.calls.append(kwargs)
+        if self.delay:
+            await asyncio.sleep(self.delay)
+        if self.fail_with is not None:
+            raise self.fail_with
+        out = kwargs.get("output")
+        if out is None or out == "":
+            return SimpleResult(None, "output is empty")
+        return SimpleResult(min(len(str(out)) / 100, 1.0), f"length {len(str(out))}")
+
+
+def memory_configure(**kwargs: Any) -> tuple[tracescore.Tracescore, InMemorySpanExporter]:
+    exporter = InMemorySpanExporter()
+    kwargs.setdefault("exporter", exporter)
+    inst = tracescore.configure(**kwargs)
+    return inst, exporter
+
+
+def finished(exporter: InMemorySpanExporter, timeout_millis: int = 5000) -> list[Any]:
+    tracescore.force_flush(timeout_millis)
+    return list(exporter.get_finished_spans())
+
+
+def eval_events(span: Any) -> list[dict[str, Any]]:
+    return [dict(e.attributes) for e in span.events if e.name == "gen_ai.evaluation.result"]

@@ -1,0 +1,76 @@
+"""tracescore: sampled quality scores for LLM agents, on their OpenTelemetry spans.
+
+Decorate agents, retrievals, tools and model calls; pick a fraction of traces with
+``ScoringRule``s; scorers judge them in the background and each score lands on the span it
+judges as a ``gen_ai.evaluation.result`` event, exported over OTLP.
+
+Example:
+    >>> import tracescore
+    >>> from tracescore.scorers import create_answer_relevancy_scorer
+    >>> tracescore.configure(
+    ...     service_name="support-bot",
+    ...     judge="openai/gpt-4o-mini",
+    ...     scoring=[tracescore.ScoringRule(scorer=create_answer_relevancy_scorer(),
+    ...                                     on="agent", sample_rate=0.1)],
+    ... )
+    >>> @tracescore.agent
+    ... def answer(question: str) -> str: ...
+"""
+
+from . import scorers
+from ._config import (
+    ScoringRule,
+    Tracescore,
+    __version__,
+    configure,
+    force_flush,
+    shutdown,
+    stats,
+)
+from ._context import bind_context
+from ._decorators import agent, llm, retrieval, tool
+from ._errors import (
+    ConfigurationError,
+    InvalidJudgeOutputError,
+    JudgeError,
+    JudgeRateLimitedError,
+    JudgeTimeoutError,
+    JudgeUnavailableError,
+    NoJudgeConfiguredError,
+    ScorerError,
+    ScoringError,
+    TracescoreError,
+)
+from ._exporters import FileSpanExporter
+from ._judge import Judge
+from ._processor import ScoreEvent, Stats
+
+__all__ = [
+    "ConfigurationError",
+    "FileSpanExporter",
+    "InvalidJudgeOutputError",
+    "Judge",
+    "JudgeError",
+    "JudgeRateLimitedError",
+    "JudgeTimeoutError",
+    "JudgeUnavailableError",
+    "NoJudgeConfiguredError",
+    "ScoreEvent",
+    "ScorerError",
+    "ScoringError",
+    "ScoringRule",
+    "Stats",
+    "Tracescore",
+    "TracescoreError",
+    "__version__",
+    "agent",
+    "bind_context",
+    "configure",
+    "force_flush",
+    "llm",
+    "retrieval",
+    "scorers",
+    "shutdown",
+    "stats",
+    "tool",
+]

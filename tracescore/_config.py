@@ -1,0 +1,514 @@
+"""``configure()``, ``ScoringRule``, ``force_flush()``, ``shutdown()``: the one setup entry point.
+
+Each option resolves as: argument > ``TRACESCORE_*`` env > the standard ``OTEL_*`` env > default.
+A bad explicit argument raises ``ConfigurationError``; a bad environment value logs a warning
+and falls back to the default.
+"""
+
+from __future__ import annotations
+
+import atexit
+import logging
+import os
+import threading
+import weakref
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from opentelemetry import trace
+from opentelemetry.sdk.resources import SERVICE_NAME, Resource
+from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor, TracerProvider
+from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter
+
+from . import _semconv as sc
+from . import _state
+from ._errors import ConfigurationError
+from ._exporters import exporter_from_env
+from ._judge import Judge
+from ._processor import CompiledRule, ScoreEvent, ScoringSpanProcessor, Stats
+from ._worker import BackgroundWorker
+
+logger = logging.getLogger("tracescore")
+
+__version__ = "0.1.0"
+
+KINDS = ("agent", "retrieval", "tool", "llm")
+
+DEFAULT_SCORE_TIMEOUT = 30.0
+DEFAULT_MAX_CONCURRENCY = 8
+DEFAULT_MAX_QUEUE_SIZE = 1_000
+DEFAULT_FLUSH_TIMEOUT = 10.0
+DEFAULT_BSP_QUEUE_SIZE = 8_192
+
+
+@dataclass(frozen=True)
+class ScoringRule:
+    """Which spans a scorer judges, and how often.
+
+    Args:
+        scorer: a scorer from ``tracescore.scorers`` (or ``create_scorer``).
+        on: the span kind, ``"agent"`` | ``"retrieval"`` | ``"tool"`` | ``"llm"``, or a
+            predicate ``(span: ReadableSpan) -> bool`` evaluated on every ended span (it must
+            be cheap and must not raise; an exception skips the span). Default ``"agent"``.
+        sample_rate: fraction of traces to score, 0.0..1.0, decided deterministically from the
+            trace id (the same trace is picked in every process). Default 1.0. Stamped on each
+            event as ``tracescore.sample_rate`` so aggregates can be re-weighted.
+        threshold: with a threshold the event carries ``gen_ai.evaluation.score.label``
+            ``pass``/``fail`` (``score >= threshold``, or ``<=`` for scorers where lower is
+            better such as hallucination). Default None: no label.
+        ground_truth: where scorers that compare with a reference get it: a span attribute
+            name, or a callable ``(span: ReadableSpan, call_input) -> Any`` where
+            ``call_input`` is the decorated function's single argument (or a dict of its
+            arguments by name). Required when the scorer requires a ground truth.
+        name: a name for the rule, also mixed into its sampling hash; default: the scorer id.
+            Two rules with the same name and rate pick the same traces.
+
+    Raises:
+        ConfigurationError: an argument is out of range or of the wrong type.
+
+    Example:
+        >>> tracescore.ScoringRule(scorer=create_answer_relevancy_scorer(), on="agent",
+        ...                        sample_rate=0.1, threshold=0.7)
+    """
+
+    scorer: Any
+    on: str | Callable[[ReadableSpan], bool] = "agent"
+    sample_rate: float = 1.0
+    threshold: float | None = None
+    ground_truth: str | Callable[[ReadableSpan, Any], Any] | None = None
+    name: str | None = None
+
+    def __post_init__(self) -> None:
+        if not callable(getattr(self.scorer, "arun", None)) or not getattr(self.scorer, "id", None):
+            raise ConfigurationError(
+                "ScoringRule(scorer=...) needs a scorer from tracescore.scorers (an object with "
+                f"an id and arun()), got {type(self.scorer).__name__}"
+            )
+        if isinstance(self.on, str):
+            if self.on not in KINDS:
+                raise ConfigurationError(
+                    f"ScoringRule(on={self.on!r}): use one of {', '.join(KINDS)} or a predicate"
+                )
+        elif not callable(self.on):
+            raise ConfigurationError("ScoringRule(on=...) takes a span kind or a predicate")
+        if isinstance(self.sample_rate, bool) or not isinstance(self.sample_rate, (int, float)):
+            raise ConfigurationError("ScoringRule(sample_rate=...) takes a number in 0..1")
+        if not 0.0 <= float(self.sample_rate) <= 1.0:
+            raise ConfigurationError(
+                f"ScoringRule(sample_rate={self.sample_rate}) must lie in 0..1"
+            )
+        if self.threshold is not None and (
+            isinstance(self.threshold, bool) or not isinstance(self.threshold, (int, float))
+        ):
+            raise ConfigurationError("ScoringRule(threshold=...) takes a number or None")
+        gt = self.ground_truth
+        if gt is not None and not (isinstance(gt, str) or callable(gt)):
+            raise ConfigurationError(
+                "ScoringRule(ground_truth=...) takes a span attribute name or a callable "
+                "(span, call_input) -> value"
+            )
+        if gt is None and getattr(self.scorer, "requires_ground_truth", False):
+            raise ConfigurationError(
+                f"scorer {self.scorer.id!r} compares with a ground truth: pass "
+                "ScoringRule(ground_truth='<span attribute>') or ground_truth=callable"
+            )
+
+    def compile(self) -> CompiledRule:
+        """The form the span processor runs on."""
+        gt = self.ground_truth
+        extractor: Callable[[ReadableSpan, Any], Any] | None
+        if isinstance(gt, str):
+            key = gt
+
+            def extractor(span: ReadableSpan, inputs: Any) -> Any:
+                return (span.attributes or {}).get(key)
+        elif gt is not None:
+            func = gt
+
+            def extractor(span: ReadableSpan, inputs: Any) -> Any:
+                return func(span, inputs.input)
+        else:
+            extractor = None
+        predicate = None
+        if callable(self.on):
+            user_predicate = self.on
+
+            def predicate(span: ReadableSpan) -> bool:
+                try:
+                    return bool(user_predicate(span))
+                except Exception:
+                    logger.debug("tracescore rule predicate raised; span skipped", exc_info=True)
+                    return False
+
+        return CompiledRule(
+            scorer=self.scorer,
+            kind=self.on if isinstance(self.on, str) else None,
+            predicate=predicate,
+            sample_rate=float(self.sample_rate),
+            salt=self.name or "",
+            threshold=None if self.threshold is None else float(self.threshold),
+            ground_truth=extractor,
+        )
+
+
+class _SwitchProcessor(SpanProcessor):
+    """Added once to a provider; ``configure()`` swaps its target, since a provider's
+    processors cannot be removed."""
+
+    def __init__(self) -> None:
+        self.target: SpanProcessor | None = None
+
+    def on_start(self, span: Any, parent_context: Any = None) -> None:
+        target = self.target
+        if target is not None:
+            target.on_start(span, parent_context=parent_context)
+
+    def on_end(self, span: ReadableSpan) -> None:
+        target = self.target
+        if target is not None:
+            target.on_end(span)
+
+    def shutdown(self) -> None:
+        target = self.target
+        if target is not None:
+            target.shutdown()
+
+    def force_flush(self, timeout_millis: int = 30_000) -> bool:
+        target = self.target
+        return True if target is None else target.force_flush(timeout_millis)
+
+
+_switches: weakref.WeakKeyDictionary[Any, _SwitchProcessor] = weakref.WeakKeyDictionary()
+_owned_provider: TracerProvider | None = None
+_current: Tracescore | None = None
+_config_lock = threading.Lock()
+_atexit_registered = False
+
+
+class Tracescore:
+    """A configured tracescore: what ``configure()`` returns.
+
+    Attributes:
+        tracer_provider: the provider the decorators create spans with.
+        exporter_description: where spans go (``file tracescore-traces.jsonl``, ``OTLP ...``,
+            ``custom exporter``, or ``none``).
+        rules: the scoring rules in force.
+    """
+
+    def __init__(
+        self,
+        provider: TracerProvider,
+        processor: ScoringSpanProcessor,
+        exporter_description: str,
+        rules: Sequence[ScoringRule],
+        flush_timeout: float,
+    ) -> None:
+        self.tracer_provider = provider
+        self.processor = processor
+        self.exporter_description = exporter_description
+        self.rules = tuple(rules)
+        self.flush_timeout = flush_timeout
+        self._shut = False
+
+    def stats(self) -> Stats:
+        """A snapshot of the counters (spans exported, scores attached, skips, errors)."""
+        s = self.processor.stats
+        return Stats(**vars(s))
+
+    def force_flush(self, timeout_millis: int | None = None) -> bool:
+        """See ``tracescore.force_flush``."""
+        ms = int(self.flush_timeout * 1000) if timeout_millis is None else timeout_millis
+        return self.processor.force_flush(ms)
+
+    def shutdown(self, timeout_millis: int | None = None) -> None:
+        """See ``tracescore.shutdown``."""
+        if self._shut:
+            return
+        self._shut = True
+        ms = int(self.flush_timeout * 1000) if timeout_millis is None else timeout_millis
+        self.processor.shutdown(ms)
+
+
+def _env_float(name: str, default: float, minimum: float = 0.0) -> float:
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return default
+    try:
+        value = float(raw)
+        if value < minimum:
+            raise ValueError
+        return value
+    except ValueError:
+        logger.warning("tracescore: ignoring %s=%r (not a number >= %s); using %s",
+                       name, raw, minimum, default)
+        return default
+
+
+def _env_bool(name: str) -> bool | None:
+    raw = os.environ.get(name, "").strip().lower()
+    if not raw:
+        return None
+    if raw in ("1", "true", "yes", "on"):
+        return True
+    if raw in ("0", "false", "no", "off"):
+        return False
+    logger.warning("tracescore: ignoring %s=%r (expected true or false)", name, raw)
+    return None
+
+
+def _positive(name: str, value: Any, env: str, default: float, integer: bool = False) -> Any:
+    if value is None:
+        result = _env_float(env, default, minimum=1 if integer else 0)
+        return int(result) if integer else result
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+        raise ConfigurationError(f"configure({name}={value!r}) takes a positive number")
+    if integer and int(value) != value:
+        raise ConfigurationError(f"configure({name}={value!r}) takes a positive integer")
+    return int(value) if integer else float(value)
+
+
+def _resolve_judge(judge: Any) -> Judge | None:
+    if judge is None:
+        model = _state.env_judge_model()
+        return Judge(model) if model else None
+    if isinstance(judge, Judge):
+        return judge
+    if isinstance(judge, str) and judge.strip():
+        return Judge(judge.strip())
+    raise ConfigurationError(
+        "configure(judge=...) takes a litellm model string such as 'openai/gpt-4o-mini' or a "
+        "tracescore.Judge(...)"
+    )
+
+
+def configure(
+    *,
+    service_name: str | None = None,
+    judge: str | Judge | None = None,
+    scoring: Sequence[ScoringRule] | None = None,
+    tracer_provider: TracerProvider | None = None,
+    exporter: SpanExporter | bool | None = None,
+    capture_content: bool | None = None,
+    max_content_length: int | None = None,
+    score_timeout: float | None = None,
+    max_concurrency: int | None = None,
+    max_queue_size: int | None = None,
+    flush_timeout: float | None = None,
+    on_score: Callable[[ScoreEvent], Any] | None = None,
+) -> Tracescore:
+    """Set tracescore up: spans, scoring rules, judge and export. Keyword arguments only.
+
+    Calling it again replaces the previous configuration (the previous one is flushed and shut
+    down first).
+
+    Args:
+        service_name: ``service.name`` of the resource. Default: ``OTEL_SERVICE_NAME``, else
+            ``unknown_service``. ``OTEL_RESOURCE_ATTRIBUTES`` is honoured.
+        judge: the default judge of LLM scorers that were not given ``model=``: a litellm model
+            string (``"openai/gpt-4o-mini"``) or ``tracescore.Judge(model, **litellm_kwargs)``.
+            Default: ``TRACESCORE_JUDGE_MODEL``; none means LLM scorers record
+            ``error.type=no_judge``.
+        scoring: the ``ScoringRule`` list. Default: none (spans only).
+        tracer_provider: an existing SDK ``TracerProvider`` to add tracescore's processor to;
+            the global provider is then left alone. Note that the provider's other processors
+            see spans before their scores are attached. Default: tracescore creates a provider
+            and sets it as the global one if no SDK provider is set yet.
+        exporter: any OTel ``SpanExporter``; ``False`` exports nothing. Default: OTLP when
+            ``OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`` or ``OTEL_EXPORTER_OTLP_ENDPOINT`` is set
+            (protocol from ``OTEL_EXPORTER_OTLP_[TRACES_]PROTOCOL``: ``http/protobuf`` default,
+            ``grpc``), else OTLP/JSON lines appended to ``tracescore-traces.jsonl`` (path from
+            ``TRACESCORE_EXPORT_FILE``).
+        capture_content: put inputs, outputs and documents on spans. Default:
+            ``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT``, else True. Scoring sees the
+            full values either way.
+        max_content_length: characters kept per captured value. Default
+            ``TRACESCORE_MAX_CONTENT_LENGTH``, else 16384.
+        score_timeout: seconds a sampled span is held for its scores before it is exported
+            anyway (later scores go out on a carrier span). Default ``TRACESCORE_SCORE_TIMEOUT``,
+            else 30.
+        max_concurrency: scoring jobs running at once. Default ``TRACESCORE_MAX_CONCURRENCY``,
+            else 8.
+        max_queue_size: scoring jobs accepted at once (queued plus running); past it jobs are
+            skipped and counted, never waited for. Default ``TRACESCORE_MAX_QUEUE_SIZE``, else
+            1000.
+        flush_timeout: seconds ``force_flush()``/``shutdown()``/the exit hook wait by default.
+            Default ``TRACESCORE_FLUSH_TIMEOUT``, else 10.
+        on_score: a callback receiving every ``ScoreEvent`` on the scoring thread (keep it
+            fast; exceptions are logged).
+
+    Returns:
+        The configured ``Tracescore`` instance.
+
+    Raises:
+        ConfigurationError: an explicit argument is invalid (the message says what to pass).
+
+    Example:
+        >>> tracescore.configure(
+        ...     service_name="support-bot",
+        ...     judge="openai/gpt-4o-mini",
+        ...     scoring=[tracescore.ScoringRule(scorer=create_answer_relevancy_scorer(),
+        ...                                     on="agent", sample_rate=0.1)],
+        ... )
+    """
+    global _current, _owned_provider, _atexit_registered
+
+    if service_name is not None and (not isinstance(service_name, str) or not service_name):
+        raise ConfigurationError("configure(service_name=...) takes a non-empty string")
+    rules = list(scoring or [])
+    for rule in rules:
+        if not isinstance(rule, ScoringRule):
+            raise ConfigurationError(
+                f"configure(scoring=[...]) takes ScoringRule objects, got {type(rule).__name__}"
+            )
+    if tracer_provider is not None and not isinstance(tracer_provider, TracerProvider):
+        raise ConfigurationError(
+            "configure(tracer_provider=...) takes an opentelemetry.sdk.trace.TracerProvider"
+        )
+    if exporter is not None and exporter is not False and not isinstance(exporter, SpanExporter):
+        raise ConfigurationError(
+            "configure(exporter=...) takes an OTel SpanExporter, False, or nothing"
+        )
+    if on_score is not None and not callable(on_score):
+        raise ConfigurationError("configure(on_score=...) takes a callable")
+    judge_obj = _resolve_judge(judge)
+    timeout = _positive("score_timeout", score_timeout, "TRACESCORE_SCORE_TIMEOUT",
+                        DEFAULT_SCORE_TIMEOUT)
+    concurrency = _positive("max_concurrency", max_concurrency, "TRACESCORE_MAX_CONCURRENCY",
+                            DEFAULT_MAX_CONCURRENCY, integer=True)
+    queue_size = _positive("max_queue_size", max_queue_size, "TRACESCORE_MAX_QUEUE_SIZE",
+                           DEFAULT_MAX_QUEUE_SIZE, integer=True)
+    flush = _positive("flush_timeout", flush_timeout, "TRACESCORE_FLUSH_TIMEOUT",
+                      DEFAULT_FLUSH_TIMEOUT)
+    content_len = _positive("max_content_length", max_content_length,
+                            "TRACESCORE_MAX_CONTENT_LENGTH", 16_384, integer=True)
+    if capture_content is None:
+        env_capture = _env_bool("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT")
+        capture = True if env_capture is None else env_capture
+    elif isinstance(capture_content, bool):
+        capture = capture_content
+    else:
+        raise ConfigurationError("configure(capture_content=...) takes True or False")
+
+    if exporter is False:
+        export_processor: SpanProcessor | None = None
+        description = "none"
+    else:
+        if exporter is None or exporter is True:
+            chosen, description = exporter_from_env()
+        else:
+            chosen, description = exporter, f"custom exporter {type(exporter).__name__}"
+        bsp_kwargs: dict[str, Any] = {}
+        if not os.environ.get("OTEL_BSP_MAX_QUEUE_SIZE"):
+            # The SDK default (2,048) silently drops spans under bursts.
+            bsp_kwargs["max_queue_size"] = DEFAULT_BSP_QUEUE_SIZE
+        export_processor = BatchSpanProcessor(chosen, **bsp_kwargs)
+
+    with _config_lock:
+        previous = _current
+        if previous is not None:
+            _state.payload_sink = None
+            try:
+                previous.shutdown(int(min(previous.flush_timeout, 5.0) * 1000))
+            except Exception:
+                logger.warning("tracescore: shutting down the previous configuration failed",
+                               exc_info=True)
+
+        if tracer_provider is not None:
+            provider = tracer_provider
+        else:
+            attrs: dict[str, Any] = {}
+            if service_name is not None:
+                attrs[SERVICE_NAME] = service_name
+            resource = Resource.create(attrs)
+            if _owned_provider is not None and _owned_provider.resource == resource:
+                provider = _owned_provider
+            else:
+                provider = TracerProvider(resource=resource)
+                _owned_provider = provider
+                if isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider):
+                    trace.set_tracer_provider(provider)
+        switch = _switches.get(provider)
+        if switch is None:
+            switch = _SwitchProcessor()
+            provider.add_span_processor(switch)
+            _switches[provider] = switch
+
+        compiled = [rule.compile() for rule in rules]
+        worker = BackgroundWorker(concurrency, queue_size)
+        processor = ScoringSpanProcessor(
+            export_processor, compiled, worker, score_timeout=timeout, on_score=on_score
+        )
+        switch.target = processor
+
+        _state.default_judge = judge_obj
+        _state.capture_content = capture
+        _state.max_content_length = content_len
+        _state.tracer = provider.get_tracer(sc.INSTRUMENTATION_SCOPE, __version__)
+        _state.payload_sink = processor if compiled else None
+        _state.disabled = _env_bool("TRACESCORE_DISABLED") is True
+        instance = Tracescore(provider, processor, description, rules, flush)
+        _current = instance
+        if not _atexit_registered:
+            atexit.register(_at_exit)
+            _atexit_registered = True
+    logger.debug("tracescore configured: export to %s, %d scoring rule(s)", description,
+                 len(rules))
+    return instance
+
+
+def current() -> Tracescore | None:
+    """The instance the last ``configure()`` returned, or None."""
+    return _current
+
+
+def force_flush(timeout_millis: int | None = None) -> bool:
+    """Wait for pending scores, export every held span, then flush the exporter.
+
+    Args:
+        timeout_millis: the deadline in milliseconds; default ``flush_timeout`` of
+            ``configure()`` (``TRACESCORE_FLUSH_TIMEOUT``, 10 s).
+
+    Returns:
+        True when every pending score came in and everything was exported in time; False when
+        the deadline passed (held spans are exported anyway, with the scores they have) or
+        tracescore is not configured.
+    """
+    instance = _current
+    if instance is None:
+        return False
+    return instance.force_flush(timeout_millis)
+
+
+def shutdown(timeout_millis: int | None = None) -> None:
+    """Flush as ``force_flush`` does, then stop the scoring worker and the exporter.
+
+    After it, decorated functions still run; their spans are no longer scored or exported until
+    ``configure()`` is called again.
+    """
+    global _current
+    with _config_lock:
+        instance = _current
+        _current = None
+        _state.payload_sink = None
+    if instance is not None:
+        instance.shutdown(timeout_millis)
+
+
+def stats() -> Stats:
+    """Counters of the current configuration: spans exported, scores attached, skips, errors.
+
+    Returns an all-zero ``Stats`` when tracescore is not configured.
+    """
+    instance = _current
+    return instance.stats() if instance is not None else Stats()
+
+
+def _at_exit() -> None:
+    instance = _current
+    if instance is None:
+        return
+    try:
+        instance.shutdown()
+    except Exception:
+        logger.debug("tracescore exit flush failed", exc_info=True)

@@ -1,0 +1,549 @@
+"""The ``agent``, ``retrieval``, ``tool`` and ``llm`` decorators.
+
+They turn a call into one OpenTelemetry span named and attributed as the GenAI semantic
+conventions and OpenInference say, keep the wrapped function's signature, return value and
+exceptions, and hand the call's full, untruncated input and output to the scoring processor
+(when one is configured) through ``_state.payload_sink``. They never import scoring or the
+judge, so the hot path stays small.
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+import os
+from collections.abc import Callable
+from typing import Any, TypeVar, overload
+
+import wrapt
+from opentelemetry import context as otel_context
+from opentelemetry import trace
+from opentelemetry.trace import Span, SpanKind, Status, StatusCode
+
+from . import _semconv as sc
+from . import _state
+from ._errors import ConfigurationError
+from ._serialize import to_documents, to_json, truncate
+
+logger = logging.getLogger("tracescore")
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+_SUPPRESS_KEY = getattr(otel_context, "_SUPPRESS_INSTRUMENTATION_KEY", "suppress_instrumentation")
+
+_KINDS: dict[str, tuple[str, str, str]] = {
+    # kind: (span name prefix / gen_ai.operation.name, openinference kind)
+    "agent": (sc.OPERATION_INVOKE_AGENT, sc.OPERATION_INVOKE_AGENT, sc.OI_KIND_AGENT),
+    "retrieval": (sc.OPERATION_RETRIEVAL, sc.OPERATION_RETRIEVAL, sc.OI_KIND_RETRIEVER),
+    "tool": (sc.OPERATION_EXECUTE_TOOL, sc.OPERATION_EXECUTE_TOOL, sc.OI_KIND_TOOL),
+    "llm": (sc.OPERATION_CHAT, sc.OPERATION_CHAT, sc.OI_KIND_LLM),
+}
+
+
+def _env_disabled() -> bool:
+    return os.environ.get("TRACESCORE_DISABLED", "").strip().lower() in ("1", "true", "yes", "on")
+
+
+class Payload:
+    """What a decorated call hands to the scoring processor: full, untruncated values.
+
+    Attributes:
+        kind: ``agent`` | ``retrieval`` | ``tool`` | ``llm``.
+        input: the single argument when the function took one (``self`` aside), else a dict
+            of the bound arguments by name.
+        arguments: the bound arguments by name.
+        output: the return value (for generators: the yielded items, joined when all are
+            strings).
+        documents: for retrieval spans, the normalised documents.
+        error: the exception the call raised, if any.
+    """
+
+    __slots__ = ("kind", "input", "arguments", "output", "documents", "error")
+
+    def __init__(self, kind: str, arguments: dict[str, Any]) -> None:
+        self.kind = kind
+        self.arguments = arguments
+        self.input: Any = next(iter(arguments.values())) if len(arguments) == 1 else arguments
+        self.output: Any = None
+        self.documents: list[Any] | None = None
+        self.error: BaseException | None = None
+
+
+class _Spec:
+    """Everything about a decorated function that is computed once, at decoration time."""
+
+    __slots__ = (
+        "kind",
+        "name",
+        "span_name",
+        "attributes",
+        "capture",
+        "param_names",
+        "simple_params",
+        "signature",
+        "skip_first",
+    )
+
+    def __init__(
+        self,
+        kind: str,
+        func: Callable[..., Any],
+        name: str | None,
+        capture_content: bool | None,
+        model: str | None,
+        provider: str | None,
+        attributes: dict[str, Any] | None,
+    ) -> None:
+        prefix, operation, oi_kind = _KINDS[kind]
+        self.kind = kind
+        self.name = name or getattr(func, "__qualname__", None) or repr(func)
+        label = (model or self.name) if kind == "llm" else self.name
+        self.span_name = f"{prefix} {label}"
+        attrs: dict[str, Any] = {
+            sc.GEN_AI_OPERATION_NAME: operation,
+            sc.OPENINFERENCE_SPAN_KIND: oi_kind,
+            sc.TRACESCORE_SPAN_KIND: kind,
+        }
+        if kind == "agent":
+            attrs[sc.GEN_AI_AGENT_NAME] = self.name
+        elif kind == "tool":
+            attrs[sc.GEN_AI_TOOL_NAME] = self.name
+            attrs[sc.TOOL_NAME] = self.name
+        elif kind == "llm" and model:
+            attrs[sc.GEN_AI_REQUEST_MODEL] = model
+            attrs[sc.LLM_MODEL_NAME] = model
+        if provider:
+            attrs[sc.GEN_AI_PROVIDER_NAME] = provider
+        if attributes:
+            attrs.update(attributes)
+        self.attributes = attrs
+        self.capture = capture_content
+        try:
+            self.signature: inspect.Signature | None = inspect.signature(func)
+        except (TypeError, ValueError):
+            self.signature = None
+        params = list(self.signature.parameters.values()) if self.signature else []
+        self.skip_first = bool(params) and params[0].name in ("self", "cls")
+        self.param_names = [p.name for p in params]
+        self.simple_params = self.signature is not None and all(
+            p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY) and p.default is p.empty
+            for p in params
+        )
+
+    def bind(self, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
+        """Arguments by name, without ``self``/``cls``. Never raises."""
+        try:
+            names = self.param_names
+            if instance is not None and self.skip_first:
+                names = names[1:]
+            if self.simple_params and len(args) + len(kwargs) == len(names):
+                bound = dict(zip(names, args))
+                bound.update(kwargs)
+                return bound
+            if self.signature is not None:
+                call_args = ((instance,) + args) if instance is not None and self.skip_first else args
+                ba = self.signature.bind_partial(*call_args, **kwargs)
+                ba.apply_defaults()
+                bound = dict(ba.arguments)
+                if instance is not None and self.skip_first and names is not self.param_names:
+                    bound.pop(self.param_names[0], None)
+                return bound
+        except Exception:
+            pass
+        bound = {f"arg{i}": a for i, a in enumerate(args)}
+        bound.update(kwargs)
+        return bound
+
+
+def _capture_enabled(spec: _Spec) -> bool:
+    if spec.capture is not None:
+        return spec.capture
+    return _state.capture_content
+
+
+def _start(spec: _Spec, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[
+    Span, Payload | None, Any
+]:
+    tracer = _state.tracer or trace.get_tracer(sc.INSTRUMENTATION_SCOPE)
+    span = tracer.start_span(spec.span_name, kind=SpanKind.INTERNAL, attributes=spec.attributes)
+    payload: Payload | None = None
+    try:
+        capture = _capture_enabled(spec)
+        if span.is_recording() and (capture or _state.payload_sink is not None):
+            arguments = spec.bind(instance, args, kwargs)
+            payload = Payload(spec.kind, arguments)
+            if capture:
+                limit = _state.max_content_length
+                span.set_attribute(sc.INPUT_VALUE, to_json(arguments, limit))
+                span.set_attribute(sc.INPUT_MIME_TYPE, sc.MIME_JSON)
+                if spec.kind == "tool":
+                    span.set_attribute(sc.GEN_AI_TOOL_CALL_ARGUMENTS, to_json(arguments, limit))
+    except Exception:
+        _internal_error("recording the input")
+    token = otel_context.attach(trace.set_span_in_context(span))
+    return span, payload, token
+
+
+def _finish(spec: _Spec, span: Span, payload: Payload | None, output: Any) -> None:
+    try:
+        capture = _capture_enabled(spec)
+        limit = _state.max_content_length
+        if payload is not None:
+            payload.output = output
+        if spec.kind == "retrieval":
+            docs = to_documents(output)
+            if payload is not None:
+                payload.documents = docs
+            if capture:
+                _record_documents(span, docs, limit)
+        elif capture:
+            span.set_attribute(sc.OUTPUT_VALUE, to_json(output, limit))
+            span.set_attribute(sc.OUTPUT_MIME_TYPE, sc.MIME_JSON)
+            if spec.kind == "tool":
+                span.set_attribute(sc.GEN_AI_TOOL_CALL_RESULT, to_json(output, limit))
+    except Exception:
+        _internal_error("recording the output")
+
+
+def _record_documents(span: Span, docs: list[Any], limit: int) -> None:
+    rows = [{"id": d.id, "score": d.score, "content": d.content} for d in docs]
+    span.set_attribute(sc.GEN_AI_RETRIEVAL_DOCUMENTS, to_json(rows, limit))
+    # OpenInference's flattened form, which Phoenix renders as a document list.
+    for i, d in enumerate(docs[:100]):
+        prefix = f"{sc.RETRIEVAL_DOCUMENTS_PREFIX}.{i}."
+        span.set_attribute(prefix + sc.DOCUMENT_CONTENT, truncate(d.content, limit))
+        if d.id is not None:
+            span.set_attribute(prefix + sc.DOCUMENT_ID, d.id)
+        if d.score is not None:
+            span.set_attribute(prefix + sc.DOCUMENT_SCORE, d.score)
+
+
+def _fail(span: Span, payload: Payload | None, exc: BaseException) -> None:
+    try:
+        if payload is not None:
+            payload.error = exc
+        span.record_exception(exc)
+        span.set_status(Status(StatusCode.ERROR, f"{type(exc).__name__}: {exc}"[:1024]))
+        span.set_attribute(sc.ERROR_TYPE, type(exc).__qualname__)
+    except Exception:
+        _internal_error("recording an exception")
+
+
+def _end(span: Span, payload: Payload | None, token: Any) -> None:
+    if token is not None:
+        try:
+            otel_context.detach(token)
+        except Exception:
+            pass
+    try:
+        sink = _state.payload_sink
+        if sink is not None and payload is not None:
+            sink.put_payload(span, payload)
+        span.end()
+    except Exception:
+        _internal_error("ending the span")
+
+
+def _internal_error(what: str) -> None:
+    logger.debug("tracescore failed while %s; the decorated call is unaffected", what,
+                 exc_info=True)
+    if _state.raise_internal_errors:
+        raise
+
+
+def _bypass() -> bool:
+    return _state.disabled or bool(otel_context.get_value(_SUPPRESS_KEY))
+
+
+def _join(items: list[Any]) -> Any:
+    if items and all(isinstance(i, str) for i in items):
+        return "".join(items)
+    return items
+
+
+def _make(kind: str, func: Any, **options: Any) -> Any:
+    if func is None:
+        return lambda f: _make(kind, f, **options)
+    if not callable(func):
+        raise ConfigurationError(
+            f"@tracescore.{kind} decorates a function or method, got {type(func).__name__}; "
+            f"use @tracescore.{kind} or @tracescore.{kind}(name=...)"
+        )
+    if _env_disabled():
+        return func
+    spec = _Spec(kind, func, **options)
+
+    if inspect.isasyncgenfunction(func):
+
+        @wrapt.decorator
+        def asyncgen_wrapper(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
+            if _bypass():
+                return wrapped(*args, **kwargs)
+            return _trace_asyncgen(spec, wrapped, instance, args, kwargs)
+
+        return asyncgen_wrapper(func)
+
+    if inspect.iscoroutinefunction(func):
+
+        @wrapt.decorator
+        async def async_wrapper(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
+            if _bypass():
+                return await wrapped(*args, **kwargs)
+            span, payload, token = _start(spec, instance, args, kwargs)
+            try:
+                result = await wrapped(*args, **kwargs)
+            except BaseException as exc:
+                _fail(span, payload, exc)
+                _end(span, payload, token)
+                raise
+            _finish(spec, span, payload, result)
+            _end(span, payload, token)
+            return result
+
+        return async_wrapper(func)
+
+    if inspect.isgeneratorfunction(func):
+
+        @wrapt.decorator
+        def gen_wrapper(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
+            if _bypass():
+                return wrapped(*args, **kwargs)
+            return _trace_gen(spec, wrapped, instance, args, kwargs)
+
+        return gen_wrapper(func)
+
+    @wrapt.decorator
+    def sync_wrapper(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
+        if _bypass():
+            return wrapped(*args, **kwargs)
+        span, payload, token = _start(spec, instance, args, kwargs)
+        try:
+            result = wrapped(*args, **kwargs)
+        except BaseException as exc:
+            _fail(span, payload, exc)
+            _end(span, payload, token)
+            raise
+        _finish(spec, span, payload, result)
+        _end(span, payload, token)
+        return result
+
+    return sync_wrapper(func)
+
+
+def _trace_gen(spec: _Spec, wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
+    span, payload, token = _start(spec, instance, args, kwargs)
+    span_ctx = trace.set_span_in_context(span)
+    items: list[Any] = []
+    try:
+        gen = wrapped(*args, **kwargs)
+    except BaseException as exc:
+        _fail(span, payload, exc)
+        _end(span, payload, token)
+        raise
+    otel_context.detach(token)
+    # From here the span's context is attached only while the generator's own code runs.
+    failed = False
+    try:
+        to_send: Any = None
+        to_throw: BaseException | None = None
+        while True:
+            tok = otel_context.attach(span_ctx)
+            try:
+                if to_throw is not None:
+                    exc, to_throw = to_throw, None
+                    item = gen.throw(exc)
+                else:
+                    item = gen.send(to_send)
+            except StopIteration:
+                break
+            finally:
+                otel_context.detach(tok)
+            items.append(item)
+            try:
+                to_send = yield item
+            except GeneratorExit:
+                gen.close()
+                raise
+            except BaseException as exc:
+                to_throw = exc
+    except GeneratorExit:
+        raise
+    except BaseException as exc:
+        failed = True
+        _fail(span, payload, exc)
+        raise
+    finally:
+        if not failed:
+            _finish(spec, span, payload, _join(items))
+        _end(span, payload, None)
+
+
+async def _trace_asyncgen(spec: _Spec, wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
+    span, payload, token = _start(spec, instance, args, kwargs)
+    span_ctx = trace.set_span_in_context(span)
+    items: list[Any] = []
+    try:
+        agen = wrapped(*args, **kwargs)
+    except BaseException as exc:
+        _fail(span, payload, exc)
+        _end(span, payload, token)
+        raise
+    otel_context.detach(token)
+    failed = False
+    try:
+        to_send: Any = None
+        to_throw: BaseException | None = None
+        while True:
+            tok = otel_context.attach(span_ctx)
+            try:
+                if to_throw is not None:
+                    exc, to_throw = to_throw, None
+                    item = await agen.athrow(exc)
+                else:
+                    item = await agen.asend(to_send)
+            except StopAsyncIteration:
+                break
+            finally:
+                otel_context.detach(tok)
+            items.append(item)
+            try:
+                to_send = yield item
+            except GeneratorExit:
+                await agen.aclose()
+                raise
+            except BaseException as exc:
+                to_throw = exc
+    except GeneratorExit:
+        raise
+    except BaseException as exc:
+        failed = True
+        _fail(span, payload, exc)
+        raise
+    finally:
+        if not failed:
+            _finish(spec, span, payload, _join(items))
+        _end(span, payload, None)
+
+
+_DOC_OPTIONS = """
+    Args:
+        func: the function to wrap (when used bare, ``@tracescore.{kind}``).
+        name: the span's ``{{name}}``; default: the function's ``__qualname__``.
+        capture_content: record inputs and outputs on the span; default: ``configure``'s
+            ``capture_content`` (env ``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT``,
+            default on). Scoring always sees the full values in process.
+        attributes: extra constant span attributes.
+
+    Returns:
+        The wrapped function, with the same signature, return value and exceptions. Sync
+        functions, ``async def``, generators, async generators and methods are supported; a
+        generator's span stays open until it is exhausted or closed.
+
+    Raises:
+        ConfigurationError: ``func`` is not callable.
+"""
+
+
+@overload
+def agent(func: F, /) -> F: ...
+@overload
+def agent(
+    func: None = None, /, *, name: str | None = None, capture_content: bool | None = None,
+    attributes: dict[str, Any] | None = None,
+) -> Callable[[F], F]: ...
+def agent(
+    func: Any = None, /, *, name: str | None = None, capture_content: bool | None = None,
+    attributes: dict[str, Any] | None = None,
+) -> Any:
+    """Trace a call as an agent invocation: span ``invoke_agent {name}``.
+
+    The span carries ``gen_ai.operation.name=invoke_agent``, ``gen_ai.agent.name`` and
+    ``openinference.span.kind=AGENT``; scoring rules with ``on="agent"`` judge it.
+
+    Example:
+        >>> @tracescore.agent(name="support-bot")
+        ... def answer(question: str) -> str: ...
+    """
+    return _make("agent", func, name=name, capture_content=capture_content, model=None,
+                 provider=None, attributes=attributes)
+
+
+@overload
+def retrieval(func: F, /) -> F: ...
+@overload
+def retrieval(
+    func: None = None, /, *, name: str | None = None, capture_content: bool | None = None,
+    attributes: dict[str, Any] | None = None,
+) -> Callable[[F], F]: ...
+def retrieval(
+    func: Any = None, /, *, name: str | None = None, capture_content: bool | None = None,
+    attributes: dict[str, Any] | None = None,
+) -> Any:
+    """Trace a RAG retrieval: span ``retrieval {name}``.
+
+    The function returns a list of strings, of dicts with ``content``/``text``/``page_content``
+    and optional ``id``/``score``/``metadata``, or of objects with such attributes. The
+    documents go on the span as ``gen_ai.retrieval.documents`` (JSON list of ``id``, ``score``,
+    ``content``) and OpenInference's ``retrieval.documents.{i}.document.*``; context scorers of
+    the same trace judge them, in retrieval order.
+
+    Example:
+        >>> @tracescore.retrieval
+        ... def search(query: str, k: int = 4) -> list[str]: ...
+    """
+    return _make("retrieval", func, name=name, capture_content=capture_content, model=None,
+                 provider=None, attributes=attributes)
+
+
+@overload
+def tool(func: F, /) -> F: ...
+@overload
+def tool(
+    func: None = None, /, *, name: str | None = None, capture_content: bool | None = None,
+    attributes: dict[str, Any] | None = None,
+) -> Callable[[F], F]: ...
+def tool(
+    func: Any = None, /, *, name: str | None = None, capture_content: bool | None = None,
+    attributes: dict[str, Any] | None = None,
+) -> Any:
+    """Trace a tool call: span ``execute_tool {name}`` with ``gen_ai.tool.name`` and, with
+    content capture on, ``gen_ai.tool.call.arguments`` and ``gen_ai.tool.call.result``.
+
+    Example:
+        >>> @tracescore.tool(name="lookup_order")
+        ... def lookup_order(order_id: str) -> dict: ...
+    """
+    return _make("tool", func, name=name, capture_content=capture_content, model=None,
+                 provider=None, attributes=attributes)
+
+
+@overload
+def llm(func: F, /) -> F: ...
+@overload
+def llm(
+    func: None = None, /, *, name: str | None = None, model: str | None = None,
+    provider: str | None = None, capture_content: bool | None = None,
+    attributes: dict[str, Any] | None = None,
+) -> Callable[[F], F]: ...
+def llm(
+    func: Any = None, /, *, name: str | None = None, model: str | None = None,
+    provider: str | None = None, capture_content: bool | None = None,
+    attributes: dict[str, Any] | None = None,
+) -> Any:
+    """Trace a model call made by hand: span ``chat {model or name}``.
+
+    Args (besides those of every decorator):
+        model: the requested model, recorded as ``gen_ai.request.model`` and used in the span
+            name.
+        provider: recorded as ``gen_ai.provider.name`` (``openai``, ``anthropic``, ...).
+
+    Example:
+        >>> @tracescore.llm(model="gpt-4o-mini", provider="openai")
+        ... def call_model(messages: list[dict]) -> str: ...
+    """
+    return _make("llm", func, name=name, capture_content=capture_content, model=model,
+                 provider=provider, attributes=attributes)
+
+
+for _f, _k in ((agent, "agent"), (retrieval, "retrieval"), (tool, "tool"), (llm, "llm")):
+    _f.__doc__ = (_f.__doc__ or "") + _DOC_OPTIONS.format(kind=_k)

@@ -1,0 +1,441 @@
+"""The scoring span processor: the one bridge between spans and scorers.
+
+For every ended span it either passes the span straight on to the export processor or, when a
+``ScoringRule`` matches the span and the rule's trace-id sample picks its trace, holds the span,
+runs the rule's scorer on a background worker, and passes on a copy of the span that carries the
+``gen_ai.evaluation.result`` events once every score is in or the deadline passes. A score that
+arrives after its span went out is exported on a short carrier span ``evaluation {scorer id}``,
+a child of the scored span that links to it.
+
+``on_start``/``on_end`` never block and never raise.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from opentelemetry.sdk.trace import Event, ReadableSpan, SpanProcessor
+from opentelemetry.sdk.trace.id_generator import RandomIdGenerator
+from opentelemetry.sdk.util.instrumentation import InstrumentationScope
+from opentelemetry.trace import Link, SpanContext, SpanKind, TraceFlags
+
+from . import _semconv as sc
+from ._sampling import trace_sampled
+from ._worker import BackgroundWorker
+
+logger = logging.getLogger("tracescore")
+
+_MAX_TRACES_WITH_DOCUMENTS = 10_000
+_MAX_PAYLOADS = 100_000
+_id_generator = RandomIdGenerator()
+
+
+@dataclass
+class Stats:
+    """Counters of one configured tracescore instance since ``configure()``.
+
+    Attributes:
+        spans_exported: spans handed to the export processor (carrier spans included).
+        spans_scored: spans that had at least one scoring job.
+        spans_held: spans waiting for their scores right now.
+        scores_attached: ``gen_ai.evaluation.result`` events on their scored span.
+        scores_late: events that missed their span's deadline and went out on a carrier span.
+        scores_not_scorable: events labelled ``not_scorable``.
+        scoring_errors: events carrying ``error.type``.
+        skipped_queue_full: scoring jobs refused because the queue was full.
+        deadline_exports: spans exported by their deadline before every score was in.
+    """
+
+    spans_exported: int = 0
+    spans_scored: int = 0
+    spans_held: int = 0
+    scores_attached: int = 0
+    scores_late: int = 0
+    scores_not_scorable: int = 0
+    scoring_errors: int = 0
+    skipped_queue_full: int = 0
+    deadline_exports: int = 0
+
+
+@dataclass(frozen=True)
+class ScoreEvent:
+    """One score as it lands on a span, handed to ``configure(on_score=...)`` callbacks.
+
+    Attributes:
+        scorer_id: e.g. ``answer-relevancy``.
+        score: the value (0..scale), or None when not scorable or failed.
+        label: ``pass``/``fail``/``not_scorable`` or None.
+        explanation: the scorer's reason, or the error message.
+        error_type: set only when scoring failed.
+        trace_id: the scored span's trace id (int).
+        span_id: the scored span's span id (int).
+        span_name: the scored span's name.
+        attributes: the event's attributes as exported.
+        result: the scorer's full result object, when there is one.
+    """
+
+    scorer_id: str
+    score: float | None
+    label: str | None
+    explanation: str
+    error_type: str | None
+    trace_id: int
+    span_id: int
+    span_name: str
+    attributes: dict[str, Any]
+    result: Any = None
+
+
+@dataclass
+class _Held:
+    span: ReadableSpan
+    pending: int
+    events: list[Event] = field(default_factory=list)
+    exported: bool = False
+
+
+@dataclass(frozen=True)
+class CompiledRule:
+    """A ``ScoringRule`` made ready for the hot path by ``configure()``."""
+
+    scorer: Any
+    kind: str | None
+    predicate: Callable[[ReadableSpan], bool] | None
+    sample_rate: float
+    salt: str
+    threshold: float | None
+    ground_truth: Callable[[ReadableSpan, Any], Any] | None
+
+    def matches(self, span: ReadableSpan, kind: str | None) -> bool:
+        if self.predicate is not None:
+            return bool(self.predicate(span))
+        return kind is not None and kind == self.kind
+
+
+class ScoringSpanProcessor(SpanProcessor):
+    """Holds sampled spans until their scores are attached, then hands them downstream.
+
+    Args:
+        downstream: the processor that exports (usually a ``BatchSpanProcessor``), or None to
+            export nothing.
+        rules: compiled scoring rules.
+        worker: the background worker that runs scoring jobs.
+        score_timeout: seconds a span is held for its scores before it is exported anyway.
+        on_score: optional callback receiving each ``ScoreEvent`` (exceptions are logged).
+    """
+
+    def __init__(
+        self,
+        downstream: SpanProcessor | None,
+        rules: Sequence[CompiledRule],
+        worker: BackgroundWorker,
+        *,
+        score_timeout: float,
+        on_score: Callable[[ScoreEvent], Any] | None = None,
+    ) -> None:
+        self._downstream = downstream
+        self._rules = list(rules)
+        self._worker = worker
+        self._score_timeout = score_timeout
+        self._on_score = on_score
+        self._lock = threading.Lock()
+        self._held: dict[tuple[int, int], _Held] = {}
+        self._payloads: dict[tuple[int, int], Any] = {}
+        self._documents: OrderedDict[int, list[tuple[int, list[str]]]] = OrderedDict()
+        self._collect_documents = any(getattr(r.scorer, "uses_context", False) for r in rules)
+        self._closed = False
+        self.stats = Stats()
+
+    # -- the decorators' side door --------------------------------------------------------------
+    def put_payload(self, span: Any, payload: Any) -> None:
+        """Keep a decorated call's full input/output until its span ends (called right before
+        ``span.end()``)."""
+        if not self._rules:
+            return
+        ctx = span.get_span_context()
+        if len(self._payloads) >= _MAX_PAYLOADS:
+            # Spans that never reach on_end (ended on another provider) must not pile up.
+            self._payloads.clear()
+        self._payloads[(ctx.trace_id, ctx.span_id)] = payload
+
+    # -- SpanProcessor -------------------------------------------------------------------------
+    def on_start(self, span: Any, parent_context: Any = None) -> None:
+        if self._downstream is not None:
+            try:
+                self._downstream.on_start(span, parent_context=parent_context)
+            except Exception:
+                logger.debug("tracescore export processor failed in on_start", exc_info=True)
+
+    def on_end(self, span: ReadableSpan) -> None:
+        try:
+            if self._route(span):
+                return
+        except Exception:
+            logger.warning("tracescore failed to schedule scoring for span %r; it is exported "
+                           "unscored and the application is unaffected", span.name, exc_info=True)
+        self._export(span)
+
+    def _route(self, span: ReadableSpan) -> bool:
+        """Return True when the span is held for scoring (and will be exported later)."""
+        ctx = span.context
+        if ctx is None or not self._rules or self._closed:
+            return False
+        key = (ctx.trace_id, ctx.span_id)
+        payload = self._payloads.pop(key, None)
+        attrs = span.attributes or {}
+        if attrs.get(sc.TRACESCORE_EVALUATION_CARRIER):
+            return False
+        kind = attrs.get(sc.TRACESCORE_SPAN_KIND)
+        if self._collect_documents and kind == "retrieval":
+            self._remember_documents(span, payload)
+        is_local_root = span.parent is None or span.parent.is_remote
+        matched = [
+            r for r in self._rules
+            if r.matches(span, kind if isinstance(kind, str) else None)
+            and trace_sampled(ctx.trace_id, r.sample_rate, r.salt)
+        ]
+        documents = self._trace_documents(ctx.trace_id) if matched else None
+        if is_local_root:
+            with self._lock:
+                self._documents.pop(ctx.trace_id, None)
+        if not matched:
+            return False
+        held = _Held(span=span, pending=len(matched))
+        with self._lock:
+            self._held[key] = held
+            self.stats.spans_scored += 1
+            self.stats.spans_held = len(self._held)
+        inputs = _scoring_inputs(span, payload)
+        for rule in matched:
+            job = _make_job(self, held, rule, inputs, documents)
+            if not self._worker.submit(job):
+                with self._lock:
+                    self.stats.skipped_queue_full += 1
+                self._settle(held, None)
+        with self._lock:
+            still_held = key in self._held
+        if still_held:
+            self._worker.call_later(self._score_timeout, self._expire, key, held)
+        return True
+
+    def _remember_documents(self, span: ReadableSpan, payload: Any) -> None:
+        docs = getattr(payload, "documents", None)
+        if docs is None:
+            return
+        contents = [d.content for d in docs]
+        ctx = span.context
+        assert ctx is not None
+        with self._lock:
+            entry = self._documents.get(ctx.trace_id)
+            if entry is None:
+                entry = self._documents[ctx.trace_id] = []
+                while len(self._documents) > _MAX_TRACES_WITH_DOCUMENTS:
+                    self._documents.popitem(last=False)
+            entry.append((span.start_time or 0, contents))
+
+    def _trace_documents(self, trace_id: int) -> list[str]:
+        with self._lock:
+            entry = list(self._documents.get(trace_id, ()))
+        entry.sort(key=lambda item: item[0])
+        return [c for _, contents in entry for c in contents]
+
+    # -- results -------------------------------------------------------------------------------
+    def _settle(self, held: _Held, event: Event | None, score: ScoreEvent | None = None) -> None:
+        """Attach one job's event (None for a skipped job); export when the last one is in."""
+        late = False
+        export = False
+        with self._lock:
+            if held.exported:
+                late = event is not None
+            else:
+                if event is not None:
+                    held.events.append(event)
+                held.pending -= 1
+                if held.pending <= 0:
+                    export = self._release(held)
+            if event is not None:
+                attrs = event.attributes or {}
+                if sc.ERROR_TYPE in attrs:
+                    self.stats.scoring_errors += 1
+                elif attrs.get(sc.GEN_AI_EVALUATION_SCORE_LABEL) == sc.LABEL_NOT_SCORABLE:
+                    self.stats.scores_not_scorable += 1
+                if late:
+                    self.stats.scores_late += 1
+                else:
+                    self.stats.scores_attached += 1
+        if export:
+            self._export_held(held)
+        if late and event is not None:
+            self._export(self._carrier(held.span, event))
+        if score is not None and self._on_score is not None:
+            try:
+                self._on_score(score)
+            except Exception:
+                logger.warning("tracescore on_score callback raised", exc_info=True)
+
+    def _release(self, held: _Held) -> bool:
+        """Mark ``held`` exported and forget it; caller holds the lock. True if it was held."""
+        if held.exported:
+            return False
+        held.exported = True
+        ctx = held.span.context
+        assert ctx is not None
+        self._held.pop((ctx.trace_id, ctx.span_id), None)
+        self.stats.spans_held = len(self._held)
+        return True
+
+    def _expire(self, key: tuple[int, int], held: _Held) -> None:
+        with self._lock:
+            if self._held.get(key) is not held:
+                return
+            export = self._release(held)
+            if export:
+                self.stats.deadline_exports += 1
+        if export:
+            self._export_held(held)
+
+    def _export_held(self, held: _Held) -> None:
+        span = held.span
+        if held.events:
+            span = _with_events(span, held.events)
+        self._export(span)
+
+    def _export(self, span: ReadableSpan) -> None:
+        if self._downstream is None:
+            return
+        try:
+            self._downstream.on_end(span)
+            with self._lock:
+                self.stats.spans_exported += 1
+        except Exception:
+            logger.warning("tracescore export processor failed; span %r lost", span.name,
+                           exc_info=True)
+
+    def _carrier(self, scored: ReadableSpan, event: Event) -> ReadableSpan:
+        parent = scored.context
+        assert parent is not None
+        ctx = SpanContext(
+            trace_id=parent.trace_id,
+            span_id=_id_generator.generate_span_id(),
+            is_remote=False,
+            trace_flags=TraceFlags(TraceFlags.SAMPLED),
+            trace_state=parent.trace_state,
+        )
+        name = str((event.attributes or {}).get(sc.GEN_AI_EVALUATION_NAME, "score"))
+        now = time.time_ns()
+        return ReadableSpan(
+            name=f"evaluation {name}",
+            context=ctx,
+            parent=parent,
+            resource=scored.resource,
+            attributes={
+                sc.OPENINFERENCE_SPAN_KIND: sc.OI_KIND_EVALUATOR,
+                sc.GEN_AI_EVALUATION_NAME: name,
+                sc.TRACESCORE_EVALUATION_CARRIER: True,
+            },
+            events=[event],
+            links=[Link(parent)],
+            kind=SpanKind.INTERNAL,
+            instrumentation_scope=InstrumentationScope(sc.INSTRUMENTATION_SCOPE),
+            start_time=now,
+            end_time=now,
+        )
+
+    # -- lifecycle -----------------------------------------------------------------------------
+    def force_flush(self, timeout_millis: int = 30_000) -> bool:
+        """Wait for pending scores, export every held span, then flush the export processor.
+
+        Returns True when every score came in and the export processor flushed in time. Spans
+        whose scores are still pending at the deadline are exported with the scores they have;
+        later scores go out on carrier spans.
+        """
+        deadline = time.monotonic() + max(0, timeout_millis) / 1000
+        idle = self._worker.wait_idle(max(0.0, deadline - time.monotonic()))
+        with self._lock:
+            remaining = [h for h in list(self._held.values()) if self._release(h)]
+        for held in remaining:
+            self._export_held(held)
+        flushed = True
+        if self._downstream is not None:
+            left = max(0, int((deadline - time.monotonic()) * 1000))
+            try:
+                flushed = self._downstream.force_flush(left)
+            except Exception:
+                logger.warning("tracescore export processor failed to flush", exc_info=True)
+                flushed = False
+        return bool(idle and flushed and not remaining)
+
+    def shutdown(self, timeout_millis: int = 30_000) -> None:  # type: ignore[override]
+        """Flush within ``timeout_millis``, stop the worker, shut the export processor down."""
+        deadline = time.monotonic() + max(0, timeout_millis) / 1000
+        self.force_flush(timeout_millis)
+        self._closed = True
+        self._worker.shutdown(max(0.0, deadline - time.monotonic()))
+        with self._lock:
+            remaining = [h for h in list(self._held.values()) if self._release(h)]
+        for held in remaining:
+            self._export_held(held)
+        if self._downstream is not None:
+            try:
+                self._downstream.shutdown()
+            except Exception:
+                logger.warning("tracescore export processor failed to shut down", exc_info=True)
+
+
+def _with_events(span: ReadableSpan, extra: list[Event]) -> ReadableSpan:
+    """A copy of ``span`` with ``extra`` events appended, built with the public constructor."""
+    return ReadableSpan(
+        name=span.name,
+        context=span.context,
+        parent=span.parent,
+        resource=span.resource,
+        attributes=span.attributes,
+        events=tuple(span.events) + tuple(extra),
+        links=span.links,
+        kind=span.kind,
+        status=span.status,
+        start_time=span.start_time,
+        end_time=span.end_time,
+        instrumentation_scope=span.instrumentation_scope,
+    )
+
+
+@dataclass(frozen=True)
+class _Inputs:
+    input: Any
+    output: Any
+    error: BaseException | None
+
+
+def _scoring_inputs(span: ReadableSpan, payload: Any) -> _Inputs:
+    if payload is not None:
+        output = payload.output
+        if getattr(payload, "kind", None) == "retrieval" and payload.documents is not None:
+            output = [d.content for d in payload.documents]
+        return _Inputs(payload.input, output, payload.error)
+    # A span tracescore did not make (another instrumentation matched a predicate rule): read
+    # what the span carries, which may be truncated.
+    attrs = span.attributes or {}
+    return _Inputs(attrs.get(sc.INPUT_VALUE), attrs.get(sc.OUTPUT_VALUE), None)
+
+
+def _make_job(
+    processor: ScoringSpanProcessor,
+    held: _Held,
+    rule: CompiledRule,
+    inputs: _Inputs,
+    documents: list[str] | None,
+) -> Callable[[], Any]:
+    from ._scoring import score_event  # keeps scorers off the import path of the hot loop
+
+    async def job() -> None:
+        event, score = await score_event(held.span, rule, inputs, documents)
+        processor._settle(held, event, score)
+
+    return job

@@ -1,0 +1,175 @@
+"""A background thread running an asyncio loop for scoring jobs.
+
+Bounded: at most ``max_queue_size`` jobs are accepted at once (queued plus running) and at most
+``concurrency`` run at a time. ``submit`` never blocks; it refuses a job when full, and the
+caller counts the skip. The thread starts on first use and again after ``fork()``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import threading
+import time
+import weakref
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+logger = logging.getLogger("tracescore")
+
+_workers: weakref.WeakSet[BackgroundWorker] = weakref.WeakSet()
+
+
+class BackgroundWorker:
+    """Runs coroutine factories on a private event loop in a daemon thread.
+
+    Args:
+        concurrency: jobs running at once (>= 1).
+        max_queue_size: jobs accepted at once, queued plus running (>= 1).
+        name: the thread's name.
+    """
+
+    def __init__(self, concurrency: int, max_queue_size: int, name: str = "tracescore-scoring"):
+        self.concurrency = max(1, int(concurrency))
+        self.max_queue_size = max(1, int(max_queue_size))
+        self.name = name
+        self._lock = threading.Lock()
+        self._idle = threading.Condition(self._lock)
+        self._pending = 0
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self._semaphore: asyncio.Semaphore | None = None
+        self._closed = False
+        _workers.add(self)
+
+    @property
+    def pending(self) -> int:
+        """Jobs accepted and not finished."""
+        return self._pending
+
+    def _ensure_started(self) -> asyncio.AbstractEventLoop:
+        loop = self._loop
+        if loop is not None:
+            return loop
+        ready = threading.Event()
+
+        def run() -> None:
+            new_loop = asyncio.new_event_loop()
+            asyncio.set_event_loop(new_loop)
+            self._semaphore = asyncio.Semaphore(self.concurrency)
+            self._loop = new_loop
+            ready.set()
+            try:
+                new_loop.run_forever()
+            finally:
+                try:
+                    new_loop.run_until_complete(new_loop.shutdown_asyncgens())
+                except Exception:
+                    pass
+                new_loop.close()
+
+        self._thread = threading.Thread(target=run, name=self.name, daemon=True)
+        self._thread.start()
+        ready.wait()
+        assert self._loop is not None
+        return self._loop
+
+    def submit(self, job: Callable[[], Awaitable[Any]]) -> bool:
+        """Accept ``job`` (a zero-argument coroutine function) unless the worker is full or
+        closed. Never blocks. Returns whether it was accepted."""
+        with self._lock:
+            if self._closed or self._pending >= self.max_queue_size:
+                return False
+            self._pending += 1
+            loop = self._loop if self._loop is not None else None
+        try:
+            loop = loop or self._start_locked()
+            loop.call_soon_threadsafe(self._spawn, job)
+        except Exception:
+            self._done()
+            logger.debug("tracescore could not schedule a scoring job", exc_info=True)
+            return False
+        return True
+
+    def _start_locked(self) -> asyncio.AbstractEventLoop:
+        with self._lock:
+            return self._ensure_started()
+
+    def call_later(self, delay: float, callback: Callable[..., Any], *args: Any) -> None:
+        """Run ``callback(*args)`` on the worker thread after ``delay`` seconds."""
+        with self._lock:
+            if self._closed:
+                return
+        loop = self._loop or self._start_locked()
+        loop.call_soon_threadsafe(loop.call_later, max(0.0, delay), callback, *args)
+
+    def _spawn(self, job: Callable[[], Awaitable[Any]]) -> None:
+        asyncio.get_running_loop().create_task(self._run(job))
+
+    async def _run(self, job: Callable[[], Awaitable[Any]]) -> None:
+        assert self._semaphore is not None
+        try:
+            async with self._semaphore:
+                await job()
+        except Exception:
+            logger.warning("tracescore scoring job failed; the application is unaffected",
+                           exc_info=True)
+        finally:
+            self._done()
+
+    def _done(self) -> None:
+        with self._lock:
+            self._pending -= 1
+            if self._pending <= 0:
+                self._idle.notify_all()
+
+    def wait_idle(self, timeout: float | None) -> bool:
+        """Block until no job is pending or ``timeout`` seconds pass. Returns True when idle."""
+        deadline = None if timeout is None else time.monotonic() + max(0.0, timeout)
+        with self._lock:
+            while self._pending > 0:
+                remaining = None if deadline is None else deadline - time.monotonic()
+                if remaining is not None and remaining <= 0:
+                    return False
+                self._idle.wait(remaining)
+            return True
+
+    def shutdown(self, timeout: float | None = 5.0) -> bool:
+        """Wait up to ``timeout`` seconds for pending jobs, then stop the loop. Jobs still
+        running are cancelled. Returns True when every job finished."""
+        idle = self.wait_idle(timeout)
+        with self._lock:
+            self._closed = True
+            loop, thread = self._loop, self._thread
+        if loop is not None and thread is not None and thread.is_alive():
+
+            def stop() -> None:
+                for task in asyncio.all_tasks(loop):
+                    task.cancel()
+                loop.stop()
+
+            try:
+                loop.call_soon_threadsafe(stop)
+            except RuntimeError:
+                pass
+            thread.join(timeout=1.0)
+        return idle
+
+    def _after_fork_in_child(self) -> None:
+        # The thread and its loop did not survive fork(); start afresh on next use.
+        self._lock = threading.Lock()
+        self._idle = threading.Condition(self._lock)
+        self._pending = 0
+        self._loop = None
+        self._thread = None
+        self._semaphore = None
+
+
+def _reset_workers_after_fork() -> None:
+    for worker in list(_workers):
+        worker._after_fork_in_child()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_reset_workers_after_fork)
