@@ -389,3 +389,20 @@ def test_concurrent_threads_each_get_their_own_trace(exporter: Any) -> None:
     spans = finished(exporter)
     assert len(spans) == 20
     assert len({s.context.trace_id for s in spans}) == 20
+
+
+def test_suppressed_instrumentation_creates_no_span(exporter: Any) -> None:
+    # The judge's own calls run with instrumentation suppressed, so scoring never traces itself.
+    from opentelemetry import context
+
+    @tracescore.llm
+    def call_model(prompt: str) -> str:
+        return "x"
+
+    token = context.attach(context.set_value(context._SUPPRESS_INSTRUMENTATION_KEY, True))
+    try:
+        assert call_model("p") == "x"
+    finally:
+        context.detach(token)
+    call_model("p")
+    assert len(finished(exporter)) == 1

@@ -17,7 +17,8 @@ Example:
     ... def answer(question: str) -> str: ...
 """
 
-from . import scorers
+from typing import TYPE_CHECKING, Any
+
 from ._config import (
     ScoringRule,
     Tracescore,
@@ -44,6 +45,20 @@ from ._errors import (
 from ._exporters import FileSpanExporter
 from ._judge import Judge
 from ._processor import ScoreEvent, Stats
+
+if TYPE_CHECKING:
+    from . import scorers
+
+
+def __getattr__(name: str) -> Any:
+    # ``tracescore.scorers`` is imported on first use: it pulls in pydantic, which the
+    # decorators' hot path never needs.
+    if name == "scorers":
+        import importlib
+
+        return importlib.import_module(".scorers", __name__)
+    raise AttributeError(f"module 'tracescore' has no attribute {name!r}")
+
 
 __all__ = [
     "ConfigurationError",

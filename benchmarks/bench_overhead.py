@@ -1,0 +1,152 @@
+"""Per-call overhead of ``@tracescore.agent`` against a bare OpenTelemetry span, and import time.
+
+Run: ``python benchmarks/bench_overhead.py [--calls 20000] [--rounds 7]``
+
+Every variant runs in this one process on the same SDK ``TracerProvider`` shape (a
+``BatchSpanProcessor`` with a large queue and a no-op exporter), in alternating rounds; the
+script prints the median per-call time of each and its ratio to the baseline:
+
+- ``baseline``: ``tracer.start_as_current_span`` that sets the same attributes tracescore sets
+  (operation, kinds, agent name, JSON input and output);
+- ``tracescore, no rule``; ``rule not sampled`` (``sample_rate=0``); ``rule sampled``
+  (``sample_rate=1``, content-similarity scored on the background thread) and ``sampled, slow
+  judge`` (a scorer that takes 200 ms per score: the decorated call must not pay for it).
+
+``import tracescore`` is timed in fresh interpreters (median of 7).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+os.environ.setdefault("LITELLM_OFFLINE_MODE", "true")
+
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider  # noqa: E402
+from opentelemetry.sdk.trace.export import (  # noqa: E402
+    BatchSpanProcessor,
+    SpanExporter,
+    SpanExportResult,
+)
+
+import tracescore  # noqa: E402
+from tracescore.scorers import create_content_similarity_scorer  # noqa: E402
+
+
+class NoopExporter(SpanExporter):
+    def __init__(self) -> None:
+        self.count = 0
+
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        self.count += len(spans)
+        return SpanExportResult.SUCCESS
+
+
+class SlowScorer:
+    """Stands for an LLM judge that answers in 200 ms."""
+
+    id = "slow-judge"
+    uses_context = False
+    requires_ground_truth = False
+    higher_is_better = True
+
+    async def arun(self, **kwargs: Any) -> Any:
+        await asyncio.sleep(0.2)
+        return type("R", (), {"score": 1.0, "reason": "ok", "judge_model": "bench"})()
+
+
+def per_call(fn: Callable[[str], Any], calls: int) -> float:
+    start = time.perf_counter()
+    for _ in range(calls):
+        fn("What is the capital of France?")
+    return (time.perf_counter() - start) / calls
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--calls", type=int, default=20_000)
+    parser.add_argument("--rounds", type=int, default=7)
+    args = parser.parse_args()
+
+    def make_provider() -> TracerProvider:
+        provider = TracerProvider()
+        provider.add_span_processor(BatchSpanProcessor(NoopExporter(), max_queue_size=200_000))
+        return provider
+
+    base_tracer = make_provider().get_tracer("baseline")
+
+    def baseline(question: str) -> str:
+        with base_tracer.start_as_current_span(
+            "invoke_agent answer",
+            attributes={
+                "gen_ai.operation.name": "invoke_agent",
+                "openinference.span.kind": "AGENT",
+                "tracescore.span.kind": "agent",
+                "gen_ai.agent.name": "answer",
+            },
+        ) as span:
+            span.set_attribute("input.value", json.dumps({"question": question}))
+            span.set_attribute("input.mime_type", "application/json")
+            result = "Paris is the capital of France."
+            span.set_attribute("output.value", json.dumps(result))
+            span.set_attribute("output.mime_type", "application/json")
+            return result
+
+    @tracescore.agent(name="answer")
+    def decorated(question: str) -> str:
+        return "Paris is the capital of France."
+
+    sim = create_content_similarity_scorer()
+    variants: dict[str, list[tracescore.ScoringRule] | None] = {
+        "tracescore, no rule": [],
+        "rule not sampled": [tracescore.ScoringRule(scorer=sim, sample_rate=0.0,
+                                                    ground_truth=lambda s, q: "Paris")],
+        "rule sampled": [tracescore.ScoringRule(scorer=sim, sample_rate=1.0,
+                                                ground_truth=lambda s, q: "Paris")],
+        "sampled, slow judge": [tracescore.ScoringRule(scorer=SlowScorer(), sample_rate=1.0)],
+    }
+    results: dict[str, list[float]] = {"baseline": [], **{k: [] for k in variants}}
+    for _ in range(args.rounds):
+        results["baseline"].append(per_call(baseline, args.calls))
+        for name, rules in variants.items():
+            tracescore.configure(
+                tracer_provider=make_provider(), exporter=NoopExporter(), scoring=rules,
+                max_queue_size=args.calls + 1, max_concurrency=256, score_timeout=600,
+            )
+            results[name].append(per_call(decorated, args.calls))
+            tracescore.shutdown(60_000 if name != "sampled, slow judge" else 1)
+
+    base = statistics.median(results["baseline"])
+    print(f"per-call cost, median of {args.rounds} rounds x {args.calls} calls")
+    print(f"{'variant':<24}{'us/call':>10}{'ratio':>8}")
+    for name, samples in results.items():
+        med = statistics.median(samples)
+        print(f"{name:<24}{med * 1e6:>10.2f}{med / base:>8.2f}")
+
+    code = "import time; t=time.perf_counter(); import tracescore; print(time.perf_counter()-t)"
+    times = [
+        float(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                             check=True).stdout)
+        for _ in range(7)
+    ]
+    code_otel = ("import time; t=time.perf_counter(); import opentelemetry.sdk.trace; "
+                 "print(time.perf_counter()-t)")
+    otel = [
+        float(subprocess.run([sys.executable, "-c", code_otel], capture_output=True, text=True,
+                             check=True).stdout)
+        for _ in range(7)
+    ]
+    print(f"import tracescore: {statistics.median(times):.3f} s (median of 7; "
+          f"opentelemetry.sdk.trace alone: {statistics.median(otel):.3f} s)")
+
+
+if __name__ == "__main__":
+    main()
