@@ -98,7 +98,7 @@ def test_rag_agent_scored_end_to_end(receiver: Any, judge_server: JudgeServer) -
     configure_rag(judge_server)
     answer = build_agent()
     assert answer("What is the capital of France?").startswith("Paris")
-    assert tracescore.force_flush(10_000)
+    assert tracescore.force_flush(30_000)
     assert receiver.wait_for(lambda spans: len(spans) == 2)
     agents = receiver.by_name("invoke_agent rag")
     assert len(agents) == 1  # exported exactly once
@@ -207,7 +207,7 @@ def test_slow_judge_does_not_delay_the_call_and_late_score_uses_carrier(
     assert scored.events == []  # the deadline passed first
     assert inst.stats().deadline_exports == 1
     release.set()
-    assert tracescore.force_flush(10_000)
+    assert tracescore.force_flush(30_000)
     assert receiver.wait_for(lambda spans: len(spans) == 2)
     (carrier,) = receiver.by_name("evaluation answer-relevancy")
     assert carrier.trace_id == scored.trace_id

@@ -56,6 +56,7 @@ def test_otlp_export_from_env(monkeypatch: pytest.MonkeyPatch, protocol: str,
         (span,) = receiver.received.spans
         assert span.name == "invoke_agent exported"
         assert span.resource["service.name"] == "export-test"
+        assert span.resource["openinference.project.name"] == "export-test"
         assert span.resource["deployment.environment"] == "test"
         assert span.scope == "tracescore"
         (event,) = span.events

@@ -34,6 +34,7 @@ logger = logging.getLogger("tracescore")
 __version__ = "0.1.0"
 
 KINDS = ("agent", "retrieval", "tool", "llm")
+_OI_PROJECT = "openinference.project.name"
 
 DEFAULT_SCORE_TIMEOUT = 30.0
 DEFAULT_MAX_CONCURRENCY = 8
@@ -61,8 +62,10 @@ class ScoringRule:
             name, or a callable ``(span: ReadableSpan, call_input) -> Any`` where
             ``call_input`` is the decorated function's single argument (or a dict of its
             arguments by name). Required when the scorer requires a ground truth.
-        name: a name for the rule, also mixed into its sampling hash; default: the scorer id.
-            Two rules with the same name and rate pick the same traces.
+        name: a name for the rule, mixed into its sampling hash. Default: none, so that rules
+            at equal rates pick the same traces and a lower rate's traces are a subset of a
+            higher rate's (a trace sampled at 0.1 also gets the scores of 0.5 rules); give
+            rules distinct names to pick independent subsets.
 
     Raises:
         ConfigurationError: an argument is out of range or of the wrong type.
@@ -421,6 +424,11 @@ def configure(
             if service_name is not None:
                 attrs[SERVICE_NAME] = service_name
             resource = Resource.create(attrs)
+            named = service_name is not None or bool(os.environ.get("OTEL_SERVICE_NAME"))
+            if named and _OI_PROJECT not in resource.attributes:
+                # Phoenix files traces under this resource attribute, not service.name.
+                name = resource.attributes.get(SERVICE_NAME)
+                resource = resource.merge(Resource({_OI_PROJECT: str(name)}))
             if _owned_provider is not None and _owned_provider.resource == resource:
                 provider = _owned_provider
             else:
