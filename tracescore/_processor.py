@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -149,6 +149,8 @@ class ScoringSpanProcessor(SpanProcessor):
         self._payloads: dict[tuple[int, int], Any] = {}
         self._documents: OrderedDict[int, list[tuple[int, list[str]]]] = OrderedDict()
         self._collect_documents = any(getattr(r.scorer, "uses_context", False) for r in rules)
+        self._deadlines: deque[tuple[float, tuple[int, int]]] = deque()
+        self._sweep_armed = False
         self._closed = False
         self.stats = Stats()
 
@@ -218,10 +220,16 @@ class ScoringSpanProcessor(SpanProcessor):
                 with self._lock:
                     self.stats.skipped_queue_full += 1
                 self._settle(held, None)
+        deadline = time.monotonic() + self._score_timeout
         with self._lock:
-            still_held = key in self._held
-        if still_held:
-            self._worker.call_later(self._score_timeout, self._expire, key, held)
+            arm = False
+            if key in self._held:
+                # Deadlines arrive in order (one timeout for all), so a FIFO is a priority queue.
+                self._deadlines.append((deadline, key))
+                arm = not self._sweep_armed
+                self._sweep_armed = self._sweep_armed or arm
+        if arm:
+            self._worker.call_at_monotonic(deadline, self._sweep)
         return True
 
     def _remember_documents(self, span: ReadableSpan, payload: Any) -> None:
@@ -290,15 +298,24 @@ class ScoringSpanProcessor(SpanProcessor):
         self.stats.spans_held = len(self._held)
         return True
 
-    def _expire(self, key: tuple[int, int], held: _Held) -> None:
+    def _sweep(self) -> None:
+        """Export the held spans whose deadline passed; re-arm for the next deadline."""
+        now = time.monotonic()
+        expired: list[_Held] = []
         with self._lock:
-            if self._held.get(key) is not held:
-                return
-            export = self._release(held)
-            if export:
-                self.stats.deadline_exports += 1
-        if export:
+            while self._deadlines and self._deadlines[0][0] <= now:
+                _, key = self._deadlines.popleft()
+                held = self._held.get(key)
+                if held is not None and self._release(held):
+                    self.stats.deadline_exports += 1
+                    expired.append(held)
+            next_deadline = self._deadlines[0][0] if self._deadlines else None
+            self._sweep_armed = next_deadline is not None
+        for held in expired:
             self._export_held(held)
+        if next_deadline is not None:
+            # Coalesce: one sweep per 50 ms at most, however many spans are held.
+            self._worker.call_at_monotonic(max(next_deadline, now + 0.05), self._sweep)
 
     def _export_held(self, held: _Held) -> None:
         span = held.span

@@ -13,6 +13,7 @@ import os
 import threading
 import time
 import weakref
+from collections import deque
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -39,7 +40,9 @@ class BackgroundWorker:
         self._pending = 0
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
-        self._semaphore: asyncio.Semaphore | None = None
+        self._queue: asyncio.Queue[Callable[[], Awaitable[Any]]] | None = None
+        self._inbox: deque[Callable[[], Awaitable[Any]]] = deque()
+        self._wake_scheduled = False
         self._closed = False
         _workers.add(self)
 
@@ -57,7 +60,9 @@ class BackgroundWorker:
         def run() -> None:
             new_loop = asyncio.new_event_loop()
             asyncio.set_event_loop(new_loop)
-            self._semaphore = asyncio.Semaphore(self.concurrency)
+            self._queue = asyncio.Queue()
+            for _ in range(self.concurrency):
+                new_loop.create_task(self._consume())
             self._loop = new_loop
             ready.set()
             try:
@@ -77,46 +82,73 @@ class BackgroundWorker:
 
     def submit(self, job: Callable[[], Awaitable[Any]]) -> bool:
         """Accept ``job`` (a zero-argument coroutine function) unless the worker is full or
-        closed. Never blocks. Returns whether it was accepted."""
+        closed. Never blocks. Returns whether it was accepted.
+
+        Jobs are handed over in batches: only the first job after the loop drained its inbox
+        wakes the loop, so a burst of spans costs one cross-thread wake-up, not one each.
+        """
         with self._lock:
             if self._closed or self._pending >= self.max_queue_size:
                 return False
             self._pending += 1
-            loop = self._loop if self._loop is not None else None
-        try:
-            loop = loop or self._start_locked()
-            loop.call_soon_threadsafe(self._spawn, job)
-        except Exception:
-            self._done()
-            logger.debug("tracescore could not schedule a scoring job", exc_info=True)
-            return False
+            self._inbox.append(job)
+            wake = not self._wake_scheduled
+            self._wake_scheduled = True
+        if wake:
+            try:
+                loop = self._loop or self._start_locked()
+                loop.call_soon_threadsafe(self._drain)
+            except Exception:
+                with self._lock:
+                    self._wake_scheduled = False
+                    dropped = len(self._inbox)
+                    self._inbox.clear()
+                for _ in range(dropped):
+                    self._done()
+                logger.debug("tracescore could not schedule scoring jobs", exc_info=True)
+                return False
         return True
 
     def _start_locked(self) -> asyncio.AbstractEventLoop:
         with self._lock:
             return self._ensure_started()
 
-    def call_later(self, delay: float, callback: Callable[..., Any], *args: Any) -> None:
-        """Run ``callback(*args)`` on the worker thread after ``delay`` seconds."""
+    def call_at_monotonic(self, when: float, callback: Callable[[], Any]) -> None:
+        """Run ``callback()`` on the worker thread at ``time.monotonic()`` ``when``."""
         with self._lock:
             if self._closed:
                 return
         loop = self._loop or self._start_locked()
-        loop.call_soon_threadsafe(loop.call_later, max(0.0, delay), callback, *args)
+        delay = max(0.0, when - time.monotonic())
+        if threading.current_thread() is self._thread:
+            loop.call_later(delay, callback)
+        else:
+            loop.call_soon_threadsafe(loop.call_later, delay, callback)
 
-    def _spawn(self, job: Callable[[], Awaitable[Any]]) -> None:
-        asyncio.get_running_loop().create_task(self._run(job))
+    def _drain(self) -> None:
+        with self._lock:
+            self._wake_scheduled = False
+            jobs = list(self._inbox)
+            self._inbox.clear()
+        queue = self._queue
+        assert queue is not None
+        for job in jobs:
+            queue.put_nowait(job)
 
-    async def _run(self, job: Callable[[], Awaitable[Any]]) -> None:
-        assert self._semaphore is not None
-        try:
-            async with self._semaphore:
+    async def _consume(self) -> None:
+        queue = self._queue
+        assert queue is not None
+        while True:
+            job = await queue.get()
+            try:
                 await job()
-        except Exception:
-            logger.warning("tracescore scoring job failed; the application is unaffected",
-                           exc_info=True)
-        finally:
-            self._done()
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                logger.warning("tracescore scoring job failed; the application is unaffected",
+                               exc_info=True)
+            finally:
+                self._done()
 
     def _done(self) -> None:
         with self._lock:
@@ -163,7 +195,9 @@ class BackgroundWorker:
         self._pending = 0
         self._loop = None
         self._thread = None
-        self._semaphore = None
+        self._queue = None
+        self._inbox = deque()
+        self._wake_scheduled = False
 
 
 def _reset_workers_after_fork() -> None:

@@ -1,0 +1,761 @@
+"""The LLM judge: the only module that talks to litellm.
+
+litellm is imported lazily, on the first judge call (it takes seconds to import), so
+``import tracescore`` and ``import tracescore.scorers`` stay light.
+
+A judge call asks for structured output: ``response_format`` of type ``json_schema`` whose
+``json_schema.name`` is the step's name (``answer_relevancy_statements``, ...). When the provider
+rejects that with HTTP 400, the judge falls back to JSON mode (``{"type": "json_object"}``) and
+then to no ``response_format`` at all, with the schema written into the system prompt under a
+``Schema name: <name>`` line; the fallback is remembered per ``Judge`` instance.
+
+Every litellm call runs on one event loop, in a daemon thread ("tracescore-judge"), whatever
+loop the caller runs on: litellm binds its HTTP clients and its logging worker to the loop that
+first used them, and breaks (or leaks sockets) when a process calls it from several loops, as
+``Scorer.run()``, the scoring worker and users' own ``asyncio.run`` would. The loop's pending
+tasks are cancelled at interpreter exit.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import contextlib
+import json
+import random
+import sys
+import threading
+from collections.abc import Callable, Coroutine
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar
+from urllib.parse import urlsplit, urlunsplit
+
+from tracescore import _state
+from tracescore._errors import (
+    ConfigurationError,
+    InvalidJudgeOutputError,
+    JudgeError,
+    JudgeRateLimitedError,
+    JudgeTimeoutError,
+    JudgeUnavailableError,
+    NoJudgeConfiguredError,
+)
+
+if TYPE_CHECKING:
+    from types import ModuleType
+
+    from pydantic import BaseModel
+
+__all__ = ["Judge", "JudgeReply", "check_model_spec", "resolve_judge", "run_blocking"]
+
+T = TypeVar("T")
+
+# pydantic is imported lazily too: ``import tracescore`` (which imports this module for
+# ``tracescore.Judge``) stays free of it.
+SchemaT = TypeVar("SchemaT", bound="BaseModel")
+
+DEFAULT_TIMEOUT = 60.0
+DEFAULT_MAX_RETRIES = 3
+DEFAULT_RETRY_BACKOFF = 1.0
+_MAX_BACKOFF = 20.0
+# Keeps exception messages and repair prompts bounded whatever the provider sends back.
+_MAX_ERROR_CHARS = 500
+_MAX_ECHO_CHARS = 4000
+
+# litellm arguments the judge owns: a user passing them would break structured output.
+_RESERVED_KWARGS = frozenset(
+    {"model", "messages", "response_format", "stream", "n", "tools", "tool_choice", "num_retries"}
+)
+_SECRET_MARKERS = ("key", "token", "secret", "password", "credential", "auth")
+_HEADER_KWARGS = frozenset({"headers", "extra_headers"})
+
+_ResponseMode = Literal["json_schema", "json_object", "none"]
+_FALLBACK: dict[_ResponseMode, _ResponseMode | None] = {
+    "json_schema": "json_object",
+    "json_object": "none",
+    "none": None,
+}
+
+
+@dataclass(frozen=True)
+class JudgeReply(Generic[SchemaT]):
+    """What one logical judge call produced.
+
+    Attributes:
+        parsed: the validated answer, an instance of the requested schema.
+        content: the raw text of the answer that validated.
+        model: the judge's litellm model string.
+        calls: completions obtained: 1, or 2 when a repair retry was needed (transport-level
+            retries of failed requests are not counted).
+        prompt_tokens: input tokens over those completions, as reported by the provider.
+        completion_tokens: output tokens over those completions.
+        cost: USD cost from ``litellm.completion_cost``, or ``None`` when litellm has no price
+            for the model.
+    """
+
+    parsed: SchemaT
+    content: str
+    model: str
+    calls: int
+    prompt_tokens: int
+    completion_tokens: int
+    cost: float | None
+
+
+class _InvalidOutput(Exception):
+    """The reply did not fit the schema (internal; becomes ``InvalidJudgeOutputError``)."""
+
+
+class Judge:
+    """An LLM judge: a litellm model string plus the litellm arguments to call it with.
+
+    Calls run at temperature 0 with structured output, with OpenTelemetry instrumentation
+    suppressed (the judge never traces itself), and with retries on HTTP 429, 5xx and connection
+    errors (exponential backoff with jitter, via tenacity; litellm's own retries are off).
+    Timeouts are not retried: ``timeout`` bounds each attempt.
+
+    Args:
+        model: a litellm model string, e.g. ``"openai/gpt-4o-mini"``.
+        timeout: seconds per attempt. Default 60.
+        max_retries: retries after the first attempt for 429/5xx/connection errors. Default 3.
+        retry_backoff: base of the exponential backoff in seconds (1, 2, 4, ... plus up to the
+            same amount of random jitter, capped at 20 s). Default 1.
+        **litellm_kwargs: passed to ``litellm.acompletion`` as they are (``api_base``,
+            ``api_key``, ``extra_headers``, ``temperature`` to override 0, ...). Values of secret
+            arguments (keys, tokens, headers) never appear in reprs or in tracescore's error
+            messages. litellm's provider env vars (``OPENAI_API_KEY``, ...) keep working.
+
+    Raises:
+        ConfigurationError: ``model`` is not a non-empty string, a numeric option is out of
+            range, or a keyword tracescore controls (``messages``, ``response_format``,
+            ``stream``, ...) was passed.
+
+    Example:
+        >>> judge = Judge("openai/gpt-4o-mini", timeout=30)
+        >>> judge.model
+        'openai/gpt-4o-mini'
+    """
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        timeout: float = DEFAULT_TIMEOUT,
+        max_retries: int = DEFAULT_MAX_RETRIES,
+        retry_backoff: float = DEFAULT_RETRY_BACKOFF,
+        **litellm_kwargs: Any,
+    ) -> None:
+        if not isinstance(model, str) or not model.strip():
+            raise ConfigurationError(
+                "Judge model must be a non-empty litellm model string such as "
+                f"'openai/gpt-4o-mini', got {type(model).__name__} {_short_repr(model)}"
+            )
+        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0:
+            raise ConfigurationError(
+                f"Judge timeout must be a number of seconds > 0, got {timeout!r}"
+            )
+        if isinstance(max_retries, bool) or not isinstance(max_retries, int) or max_retries < 0:
+            raise ConfigurationError(f"Judge max_retries must be an int >= 0, got {max_retries!r}")
+        if (
+            isinstance(retry_backoff, bool)
+            or not isinstance(retry_backoff, (int, float))
+            or retry_backoff < 0
+        ):
+            raise ConfigurationError(
+                f"Judge retry_backoff must be a number of seconds >= 0, got {retry_backoff!r}"
+            )
+        reserved = sorted(_RESERVED_KWARGS.intersection(litellm_kwargs))
+        if reserved:
+            raise ConfigurationError(
+                f"Judge does not accept {', '.join(reserved)}: tracescore sets them for each call"
+            )
+        self.model: str = model.strip()
+        self._timeout = float(timeout)
+        self._max_retries = max_retries
+        self._retry_backoff = float(retry_backoff)
+        self._kwargs: dict[str, Any] = dict(litellm_kwargs)
+        self._secrets = _secret_values(self._kwargs)
+        self._mode: _ResponseMode = "json_schema"
+        self._mode_lock = threading.Lock()
+
+    @property
+    def timeout(self) -> float:
+        """Seconds allowed per attempt."""
+        return self._timeout
+
+    @property
+    def max_retries(self) -> int:
+        """Retries after the first attempt for 429/5xx/connection errors."""
+        return self._max_retries
+
+    @property
+    def retry_backoff(self) -> float:
+        """Base of the exponential backoff, in seconds."""
+        return self._retry_backoff
+
+    def __repr__(self) -> str:
+        parts = [f"model={self.model!r}"]
+        api_base = self._kwargs.get("api_base") or self._kwargs.get("base_url")
+        if isinstance(api_base, str):
+            parts.append(f"api_base={_redact_url(api_base)!r}")
+        parts.append(f"timeout={self._timeout!r}")
+        parts.append(f"max_retries={self._max_retries!r}")
+        return f"Judge({', '.join(parts)})"
+
+    async def acomplete(
+        self,
+        *,
+        system: str,
+        user: str,
+        schema: type[SchemaT],
+        name: str,
+        validate: Callable[[SchemaT], None] | None = None,
+    ) -> JudgeReply[SchemaT]:
+        """Ask the judge for one structured answer.
+
+        The answer is parsed as JSON (slightly broken JSON is repaired with ``json-repair``),
+        validated with ``schema``, then with ``validate``. When either fails, the judge is
+        asked exactly once more, with the validation error and the JSON schema in the prompt.
+
+        Args:
+            system: the system prompt (the task).
+            user: the user prompt (the texts to judge, delimited by the caller).
+            schema: a pydantic model class describing the answer.
+            name: the schema name sent as ``response_format.json_schema.name``; letters,
+                digits, ``_`` and ``-``, at most 64 characters.
+            validate: optional check of the parsed answer beyond the schema (for example that a
+                list has one item per judged statement); it raises ``ValueError`` with a message
+                the judge can act on.
+
+        Returns:
+            A ``JudgeReply`` with the parsed answer, token counts, cost and number of calls.
+
+        Raises:
+            InvalidJudgeOutputError: the answer did not validate, even after the repair retry.
+            JudgeTimeoutError: an attempt took longer than ``timeout``.
+            JudgeRateLimitedError: HTTP 429 after every retry.
+            JudgeUnavailableError: HTTP 5xx or connection errors after every retry.
+            JudgeError: any other failure (HTTP 4xx, authentication, ...).
+        """
+        _check_schema_name(name)
+        return await _on_judge_loop(
+            self._acomplete_suppressed(system, user, schema, name, validate)
+        )
+
+    async def _acomplete_suppressed(
+        self,
+        system: str,
+        user: str,
+        schema: type[SchemaT],
+        name: str,
+        validate: Callable[[SchemaT], None] | None,
+    ) -> JudgeReply[SchemaT]:
+        from opentelemetry import context as otel_context
+
+        # Runs on the judge loop, in that task's context: the suppression covers litellm's
+        # HTTP calls and nothing of the caller's.
+        token = otel_context.attach(
+            otel_context.set_value(otel_context._SUPPRESS_INSTRUMENTATION_KEY, True)
+        )
+        try:
+            return await self._acomplete(system, user, schema, name, validate)
+        finally:
+            otel_context.detach(token)
+
+    async def _acomplete(
+        self,
+        system: str,
+        user: str,
+        schema: type[SchemaT],
+        name: str,
+        validate: Callable[[SchemaT], None] | None,
+    ) -> JudgeReply[SchemaT]:
+        schema_json = json.dumps(schema.model_json_schema(), ensure_ascii=False)
+        messages: list[dict[str, str]] = [{"role": "user", "content": user}]
+        prompt_tokens = completion_tokens = 0
+        costs: list[float | None] = []
+        error = ""
+        for attempt in range(2):
+            response = await self._call_with_fallback(system, messages, schema, schema_json, name)
+            usage = getattr(response, "usage", None)
+            prompt_tokens += int(getattr(usage, "prompt_tokens", 0) or 0)
+            completion_tokens += int(getattr(usage, "completion_tokens", 0) or 0)
+            costs.append(_cost(response))
+            content = _content_of(response)
+            try:
+                parsed = _parse(content, schema, validate)
+            except _InvalidOutput as exc:
+                error = str(exc)
+                if attempt == 0:
+                    messages = [
+                        {"role": "user", "content": user},
+                        {"role": "assistant", "content": (content or "")[:_MAX_ECHO_CHARS]},
+                        {"role": "user", "content": _repair_prompt(error, name, schema_json)},
+                    ]
+                continue
+            cost = None if any(c is None for c in costs) else float(sum(c for c in costs if c))
+            return JudgeReply(
+                parsed=parsed,
+                content=content or "",
+                model=self.model,
+                calls=attempt + 1,
+                prompt_tokens=prompt_tokens,
+                completion_tokens=completion_tokens,
+                cost=cost,
+            )
+        raise InvalidJudgeOutputError(
+            f"judge {self.model!r} answered {name!r} with output that does not fit the schema, "
+            f"even after one repair retry: {self._scrub(error)}"
+        )
+
+    async def _call_with_fallback(
+        self,
+        system: str,
+        messages: list[dict[str, str]],
+        schema: type[BaseModel],
+        schema_json: str,
+        name: str,
+    ) -> Any:
+        await _litellm_async()  # before _response_format, which needs litellm
+        mode = self._mode
+        while True:
+            try:
+                return await self._call_with_retries(
+                    _system_prompt(system, mode, name, schema_json),
+                    messages,
+                    _response_format(mode, schema, name),
+                )
+            except _ResponseFormatRejected as exc:
+                next_mode = _FALLBACK[mode]
+                if next_mode is None:
+                    raise JudgeError(
+                        f"judge {self.model!r} rejected the request: {self._scrub(str(exc))}"
+                    ) from exc.__cause__
+                with self._mode_lock:
+                    self._mode = next_mode
+                mode = next_mode
+
+    async def _call_with_retries(
+        self,
+        system: str,
+        messages: list[dict[str, str]],
+        response_format: dict[str, Any] | None,
+    ) -> Any:
+        import tenacity
+
+        litellm = await _litellm_async()
+        kwargs: dict[str, Any] = {"temperature": 0, **self._kwargs}
+        kwargs.update(
+            model=self.model,
+            messages=[{"role": "system", "content": system}, *messages],
+            timeout=self._timeout,
+            num_retries=0,
+            max_retries=0,
+        )
+        if response_format is not None:
+            kwargs["response_format"] = response_format
+
+        retrying = tenacity.AsyncRetrying(
+            stop=tenacity.stop_after_attempt(self._max_retries + 1),
+            wait=self._backoff,
+            retry=tenacity.retry_if_exception(_is_retryable),
+            reraise=True,
+        )
+        try:
+            async for attempt in retrying:
+                with attempt:
+                    # A backstop in case a provider ignores litellm's timeout.
+                    return await asyncio.wait_for(
+                        litellm.acompletion(**kwargs), timeout=self._timeout + 5.0
+                    )
+        except Exception as exc:  # noqa: BLE001 - every failure is mapped to a JudgeError
+            raise self._map_error(exc, response_format) from exc
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _backoff(self, retry_state: Any) -> float:
+        # Exponential with full-size jitter, written out because tenacity's
+        # wait_exponential_jitter changed its arguments between the versions we support.
+        exponent = max(0, int(retry_state.attempt_number) - 1)
+        base = self._retry_backoff * (2**exponent)
+        return float(min(base + random.uniform(0, self._retry_backoff), _MAX_BACKOFF))
+
+    def _map_error(self, exc: BaseException, response_format: dict[str, Any] | None) -> Exception:
+        kind = _classify(exc)
+        detail = self._scrub(_describe(exc))
+        where = f"judge {self.model!r}"
+        if kind == "timeout":
+            return JudgeTimeoutError(f"{where} did not answer within {self._timeout:g} s: {detail}")
+        if kind == "rate_limited":
+            return JudgeRateLimitedError(
+                f"{where} was rate limited (HTTP 429) after {self._max_retries} retries: {detail}"
+            )
+        if kind == "unavailable":
+            return JudgeUnavailableError(
+                f"{where} was unavailable after {self._max_retries} retries: {detail}"
+            )
+        if response_format is not None and _rejects_response_format(exc):
+            rejected = _ResponseFormatRejected(detail)
+            rejected.__cause__ = exc
+            return rejected
+        return JudgeError(f"{where} failed: {detail}")
+
+    def _scrub(self, text: str) -> str:
+        for secret in self._secrets:
+            text = text.replace(secret, "***")
+        return text[:_MAX_ERROR_CHARS]
+
+
+class _ResponseFormatRejected(Exception):
+    """The provider refused the ``response_format`` (internal: triggers the fallback)."""
+
+
+def resolve_judge(model: str | Judge | None) -> Judge:
+    """Return the judge to use, resolved at call time.
+
+    Args:
+        model: a ``Judge``, a litellm model string, or ``None`` for the default: the judge set
+            with ``tracescore.configure(judge=...)``, else ``TRACESCORE_JUDGE_MODEL``.
+
+    Returns:
+        A ``Judge``. The same string resolves to the same ``Judge`` object within a process, so
+        a provider's structured-output fallback is learnt once.
+
+    Raises:
+        NoJudgeConfiguredError: ``model`` is ``None`` and no default judge is configured.
+        ConfigurationError: ``model`` is neither a string nor a ``Judge``, or is empty.
+
+    Example:
+        >>> resolve_judge("openai/gpt-4o-mini").model
+        'openai/gpt-4o-mini'
+    """
+    if isinstance(model, Judge):
+        return model
+    if isinstance(model, str):
+        return _judge_for(model)
+    if model is not None:
+        check_model_spec(model)
+    default = _state.default_judge
+    if isinstance(default, Judge):
+        return default
+    if isinstance(default, str) and default.strip():
+        return _judge_for(default)
+    env_model = _state.env_judge_model()
+    if env_model:
+        return _judge_for(env_model)
+    raise NoJudgeConfiguredError(
+        "no judge model configured for an LLM-judged scorer: pass model= to the scorer factory "
+        "(e.g. model='openai/gpt-4o-mini'), configure(judge=...), or set TRACESCORE_JUDGE_MODEL"
+    )
+
+
+def check_model_spec(model: object) -> None:
+    """Fail early when a factory's ``model=`` cannot name a judge.
+
+    Raises:
+        ConfigurationError: ``model`` is not ``None``, a ``Judge`` or a non-empty string.
+    """
+    if model is None or isinstance(model, Judge):
+        return
+    if isinstance(model, str) and model.strip():
+        return
+    raise ConfigurationError(
+        "model must be a litellm model string such as 'openai/gpt-4o-mini', a tracescore.Judge, "
+        f"or None for the configured judge; got {type(model).__name__} {_short_repr(model)}"
+    )
+
+
+_judges_by_model: dict[str, Judge] = {}
+_judges_lock = threading.Lock()
+
+
+def _judge_for(model: str) -> Judge:
+    key = model.strip()
+    with _judges_lock:
+        judge = _judges_by_model.get(key)
+        if judge is None:
+            judge = _judges_by_model[key] = Judge(model)
+        return judge
+
+
+async def _litellm_async() -> ModuleType:
+    if "litellm" in sys.modules:
+        return _litellm()
+    # The first import takes seconds: keep the judge loop's other tasks (timeouts) running.
+    return await asyncio.to_thread(_litellm)
+
+
+def _litellm() -> ModuleType:
+    import litellm
+
+    # litellm prints "Give Feedback / Get Help" banners to stdout on every failed call; judge
+    # failures are reported through tracescore's exceptions instead.
+    litellm.suppress_debug_info = True
+    return litellm
+
+
+def _check_schema_name(name: str) -> None:
+    if (
+        not isinstance(name, str)
+        or not 0 < len(name) <= 64
+        or not all(c.isascii() and (c.isalnum() or c in "_-") for c in name)
+    ):
+        raise ConfigurationError(
+            f"judge schema name must be 1-64 ASCII letters, digits, '_' or '-', got {name!r}"
+        )
+
+
+def _response_format(
+    mode: _ResponseMode, schema: type[BaseModel], name: str
+) -> dict[str, Any] | None:
+    if mode == "json_object":
+        return {"type": "json_object"}
+    if mode == "none":
+        return None
+    from litellm.llms.base_llm.base_utils import type_to_response_format_param
+
+    # litellm makes the pydantic schema acceptable to strict structured outputs
+    # (additionalProperties: false, every property required); only the name is ours.
+    response_format = type_to_response_format_param(schema)
+    if response_format is None:  # pragma: no cover - only for a None schema
+        raise ConfigurationError("judge schema must be a pydantic model class")
+    response_format["json_schema"]["name"] = name
+    return response_format
+
+
+def _system_prompt(system: str, mode: _ResponseMode, name: str, schema_json: str) -> str:
+    if mode == "json_schema":
+        return f"{system}\n\nAnswer with a single JSON object that follows the requested schema."
+    return (
+        f"{system}\n\nAnswer with a single JSON object and nothing else: no prose, no code fence."
+        f" It must match the JSON schema below.\nSchema name: {name}\nJSON schema:\n{schema_json}"
+    )
+
+
+def _repair_prompt(error: str, name: str, schema_json: str) -> str:
+    return (
+        f"Your previous answer could not be used: {error[:_MAX_ERROR_CHARS]}\n"
+        "Answer again with a single JSON object only, matching this JSON schema exactly.\n"
+        f"Schema name: {name}\nJSON schema:\n{schema_json}"
+    )
+
+
+def _content_of(response: Any) -> str | None:
+    try:
+        content = response.choices[0].message.content
+    except (AttributeError, IndexError, TypeError):
+        return None
+    return content if isinstance(content, str) else None
+
+
+def _parse(
+    content: str | None,
+    schema: type[SchemaT],
+    validate: Callable[[SchemaT], None] | None,
+) -> SchemaT:
+    if content is None or not content.strip():
+        raise _InvalidOutput("the answer was empty")
+    try:
+        data = json.loads(content)
+    except ValueError:
+        import json_repair
+
+        data = json_repair.loads(content)
+    if not isinstance(data, dict):
+        raise _InvalidOutput("the answer is not a JSON object")
+    from pydantic import ValidationError
+
+    try:
+        parsed = schema.model_validate(data)
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in err['loc']) or '(root)'}: {err['msg']}"
+            for err in exc.errors(include_url=False, include_input=False)
+        )
+        raise _InvalidOutput(f"the answer does not match the schema: {problems}") from None
+    if validate is not None:
+        try:
+            validate(parsed)
+        except ValueError as exc:
+            raise _InvalidOutput(str(exc)) from None
+    return parsed
+
+
+def _cost(response: Any) -> float | None:
+    try:
+        value = _litellm().completion_cost(completion_response=response)
+    except Exception:  # noqa: BLE001 - litellm raises for models it has no price for
+        return None
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return None
+
+
+def _status_code(exc: BaseException) -> int | None:
+    status = getattr(exc, "status_code", None)
+    return status if isinstance(status, int) else None
+
+
+def _classify(exc: BaseException) -> str:
+    from litellm import exceptions as errors
+
+    if isinstance(exc, (errors.Timeout, asyncio.TimeoutError, TimeoutError)):
+        return "timeout"
+    status = _status_code(exc)
+    if isinstance(exc, errors.RateLimitError) or status == 429:
+        return "rate_limited"
+    if isinstance(
+        exc,
+        (
+            errors.APIConnectionError,
+            errors.InternalServerError,
+            errors.ServiceUnavailableError,
+            errors.BadGatewayError,
+        ),
+    ) or (status is not None and status >= 500):
+        return "unavailable"
+    return "error"
+
+
+def _is_retryable(exc: BaseException) -> bool:
+    return _classify(exc) in ("rate_limited", "unavailable")
+
+
+def _rejects_response_format(exc: BaseException) -> bool:
+    status = _status_code(exc)
+    if status is not None and status != 400:
+        return False
+    from litellm import exceptions as errors
+
+    if status is None and not isinstance(exc, errors.BadRequestError):
+        return False
+    text = str(exc).lower()
+    return "response_format" in text or "json_schema" in text or "json schema" in text
+
+
+def _describe(exc: BaseException) -> str:
+    text = str(exc).strip() or type(exc).__name__
+    return f"{type(exc).__name__}: {text}" if type(exc).__name__ not in text else text
+
+
+def _secret_values(kwargs: dict[str, Any]) -> list[str]:
+    secrets: list[str] = []
+    for key, value in kwargs.items():
+        lowered = key.lower()
+        if lowered in _HEADER_KWARGS and isinstance(value, dict):
+            secrets.extend(str(v) for v in value.values() if str(v))
+        elif any(marker in lowered for marker in _SECRET_MARKERS) and value:
+            secrets.append(str(value))
+    # Longest first, so a secret containing another is replaced whole.
+    return sorted({s for s in secrets if len(s) >= 4}, key=len, reverse=True)
+
+
+def _redact_url(url: str) -> str:
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return "<invalid url>"
+    netloc = parts.netloc
+    if "@" in netloc:
+        netloc = "***@" + netloc.rsplit("@", 1)[1]
+    return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
+
+
+def _short_repr(value: object) -> str:
+    try:
+        text = repr(value)
+    except Exception:  # noqa: BLE001 - a broken __repr__ must not hide the real error
+        text = f"<{type(value).__name__}>"
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+# -- the judge's event loop ---------------------------------------------------------------------
+_loop: asyncio.AbstractEventLoop | None = None
+_loop_thread: threading.Thread | None = None
+_loop_lock = threading.Lock()
+
+
+def _judge_loop() -> asyncio.AbstractEventLoop:
+    """The event loop every judge call runs on, started on first use in a daemon thread."""
+    global _loop, _loop_thread
+    with _loop_lock:
+        if _loop is None or _loop_thread is None or not _loop_thread.is_alive():
+            loop = asyncio.new_event_loop()
+            thread = threading.Thread(target=loop.run_forever, name="tracescore-judge", daemon=True)
+            thread.start()
+            _loop, _loop_thread = loop, thread
+        return _loop
+
+
+async def _on_judge_loop(coro: Coroutine[Any, Any, T]) -> T:
+    loop = _judge_loop()
+    if asyncio.get_running_loop() is loop:
+        return await coro
+    # Cancelling the caller's task cancels the judge-side task too (run_coroutine_threadsafe
+    # chains the futures).
+    return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(coro, loop))
+
+
+def run_blocking(coro: Coroutine[Any, Any, T]) -> T:
+    """Run ``coro`` on the judge loop and wait for it, from synchronous code or from inside
+    another running event loop (the calling thread blocks; its loop is not re-entered).
+
+    Raises:
+        RuntimeError: called from a task already running on the judge loop (it would wait on
+            itself); use ``await`` there instead.
+    """
+    loop = _judge_loop()
+    try:
+        running: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
+    except RuntimeError:
+        running = None
+    if running is loop:
+        coro.close()
+        raise RuntimeError(
+            "Scorer.run() was called from a scorer step; make the step 'async def' and use "
+            "'await scorer.arun(...)' instead"
+        )
+    future = asyncio.run_coroutine_threadsafe(coro, loop)
+    try:
+        return future.result()
+    except BaseException:
+        future.cancel()
+        raise
+
+
+def _stop_judge_loop(timeout: float = 2.0) -> None:
+    """Cancel what is left on the judge loop and stop it (at interpreter exit).
+
+    Registered when this module is imported, which ``import tracescore`` does before
+    ``configure()`` registers its own exit flush: exit handlers run last-in first-out, so the
+    final flush still has a judge.
+    """
+    global _loop, _loop_thread
+    with _loop_lock:
+        loop, thread = _loop, _loop_thread
+        _loop = _loop_thread = None
+    if loop is None or thread is None or not thread.is_alive():
+        return
+
+    async def cancel_pending() -> None:
+        litellm = sys.modules.get("litellm")
+        close_clients = getattr(litellm, "close_litellm_async_clients", None)
+        if close_clients is not None:
+            # The HTTP clients were created on this loop: close them here, not from another.
+            await asyncio.wait_for(close_clients(), timeout=timeout / 2)
+            await asyncio.sleep(0.01)  # lets the closed transports finish closing
+        tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+        for task in tasks:
+            task.cancel()
+        if tasks:
+            await asyncio.wait(tasks, timeout=timeout / 2)
+
+    with contextlib.suppress(Exception):  # best effort at exit
+        asyncio.run_coroutine_threadsafe(cancel_pending(), loop).result(timeout=timeout)
+    loop.call_soon_threadsafe(loop.stop)
+    thread.join(timeout=timeout)
+    if not thread.is_alive():
+        loop.close()
+
+
+atexit.register(_stop_judge_loop)

@@ -1,0 +1,215 @@
+"""Answer relevancy: how much of the answer addresses the question (not whether it is true).
+
+Semantics follow SCORERS.md and the Mastra evals' answer relevancy scorer; prompts and code are
+tracescore's own.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+
+from pydantic import BaseModel, Field, field_validator
+
+from tracescore._errors import ConfigurationError
+from tracescore._judge import Judge
+from tracescore.scorers._base import JudgePrompt, NotScorable, Scorer, ScorerRun, check_scale
+from tracescore.scorers._prompt import data_block, data_blocks
+from tracescore.scorers._verdicts import YesUnsureNo
+
+__all__ = ["create_answer_relevancy_scorer"]
+
+SCORER_ID = "answer-relevancy"
+
+
+class Statements(BaseModel):
+    """Preprocess answer: the statements the answer makes (blank ones are dropped)."""
+
+    statements: list[str] = Field(description="The statements of the answer, in order.")
+
+    @field_validator("statements")
+    @classmethod
+    def _drop_blank(cls, value: list[str]) -> list[str]:
+        return [s.strip() for s in value if s.strip()]
+
+
+class StatementVerdict(BaseModel):
+    """One statement's verdict."""
+
+    result: YesUnsureNo = Field(description='"yes", "unsure" or "no".')
+    reason: str = Field(description="Why, in one sentence.")
+
+
+class StatementVerdicts(BaseModel):
+    """Analyze answer: one verdict per statement, in order."""
+
+    results: list[StatementVerdict]
+
+
+class Reason(BaseModel):
+    """Reason answer."""
+
+    reason: str
+
+
+_STATEMENTS_INSTRUCTIONS = """\
+You split an answer into the separate statements it makes, so that each one can later be \
+checked against the question on its own.
+
+- A statement is one self-contained piece of information, claim, recommendation or \
+instruction.
+- Keep the answer's meaning and, where possible, its words. Replace pronouns with what they \
+refer to so that every statement can be understood alone.
+- Do not add, correct, judge or merge anything. Greetings, filler and pure formatting are not \
+statements.
+- An answer that states nothing (an empty reply, a bare refusal) has no statements: return an \
+empty list."""
+
+_VERDICTS_INSTRUCTIONS = """\
+You decide, statement by statement, whether the statements taken from an answer address the \
+question that was asked.
+
+Judge relevance only, never truth: a wrong statement that addresses the question is relevant.
+- "yes": the statement directly helps answer the question.
+- "unsure": the statement is about the question's topic but answers it only partly, \
+indirectly or vaguely.
+- "no": the statement does not help answer the question.
+
+Give exactly one result per statement, in the order of the statements, each with a one-sentence \
+reason."""
+
+_REASON_INSTRUCTIONS = """\
+You explain an answer-relevancy score to a developer reading it next to a trace, in two or \
+three sentences. The score is the share of the answer's statements that address the question, \
+counting statements judged "unsure" at a reduced weight. Say what raised or lowered the score, \
+based on the verdicts given. Do not repeat the formula and do not judge truthfulness."""
+
+
+def create_answer_relevancy_scorer(
+    *,
+    model: str | Judge | None = None,
+    uncertainty_weight: float = 0.3,
+    scale: float = 1,
+) -> Scorer:
+    """Score how relevant an answer is to the question it replies to.
+
+    Three judge calls: the answer is split into statements (``preprocess_step_result``:
+    ``{"statements": [...]}``); each statement is judged ``yes``/``unsure``/``no`` on whether it
+    addresses the question (``analyze_step_result``: ``{"results": [{"result", "reason"}]}``,
+    one per statement, in order); then a reason is written.
+
+    Score (SCORERS.md, from the Mastra evals' answer relevancy):
+    ``(yes + uncertainty_weight * unsure) / statements * scale``, rounded to 2 decimals half up.
+
+    Not scorable (no score, no judge call): an empty output, or an input without a question.
+    Not scorable after the first call: the judge found no statements in the output.
+
+    Args:
+        model: the judge: a litellm model string, a ``tracescore.Judge``, or ``None`` for the
+            configured judge (``configure(judge=...)``, else ``TRACESCORE_JUDGE_MODEL``).
+        uncertainty_weight: weight of an ``unsure`` verdict, in [0, 1]. Default 0.3.
+        scale: maximum score, > 0. Default 1.
+
+    Returns:
+        A ``Scorer`` with id ``answer-relevancy``.
+
+    Raises:
+        ConfigurationError: an option is out of range or ``model`` is invalid.
+
+    Example:
+        >>> scorer = create_answer_relevancy_scorer(model="openai/gpt-4o-mini")
+        >>> result = scorer.run(input="What is the capital of France?",
+        ...                     output="Paris is the capital of France.")  # doctest: +SKIP
+        >>> result.score  # doctest: +SKIP
+        1.0
+    """
+    if (
+        isinstance(uncertainty_weight, bool)
+        or not isinstance(uncertainty_weight, (int, float))
+        or not math.isfinite(uncertainty_weight)
+        or not 0 <= uncertainty_weight <= 1
+    ):
+        raise ConfigurationError(
+            f"uncertainty_weight must be a number in [0, 1], got {uncertainty_weight!r}"
+        )
+    check_scale(scale)
+    weight = float(uncertainty_weight)
+
+    def statements_of(run: ScorerRun) -> list[str]:
+        assert run.preprocess_result is not None
+        statements: list[str] = run.preprocess_result["statements"]
+        return statements
+
+    def verdicts_prompt(run: ScorerRun) -> str:
+        statements = statements_of(run)
+        if not statements:
+            raise NotScorable(
+                "the judge found no statements in the output (an empty reply or a bare refusal)"
+            )
+        return (
+            f"{data_block('question', run.input_text)}\n\n"
+            f"{data_blocks('statement', statements)}\n\n"
+            f"Judge each of the {len(statements)} statements above against the question. "
+            f"Answer with exactly {len(statements)} results, in the same order."
+        )
+
+    def check_verdicts(parsed: StatementVerdicts, run: ScorerRun) -> None:
+        expected = len(statements_of(run))
+        if len(parsed.results) != expected:
+            raise ValueError(
+                f"expected {expected} results, one per statement in order, "
+                f"got {len(parsed.results)}"
+            )
+
+    def score(run: ScorerRun) -> float:
+        assert run.analyze_result is not None
+        verdicts = [r["result"] for r in run.analyze_result["results"]]
+        yes = verdicts.count("yes")
+        unsure = verdicts.count("unsure")
+        return (yes + weight * unsure) / len(verdicts) * run.scale
+
+    def reason_prompt(run: ScorerRun) -> str:
+        assert run.analyze_result is not None
+        judged = [
+            {"statement": s, "result": r["result"], "reason": r["reason"]}
+            for s, r in zip(statements_of(run), run.analyze_result["results"], strict=True)
+        ]
+        return (
+            f"{data_block('question', run.input_text)}\n\n"
+            f"{data_block('answer', run.output_text)}\n\n"
+            f"{data_block('verdicts', json.dumps(judged, ensure_ascii=False, indent=1))}\n\n"
+            f"Score: {run.score:g} out of {run.scale:g} (an unsure verdict counts "
+            f"{weight:g}). Explain this score."
+        )
+
+    return Scorer(
+        id=SCORER_ID,
+        description="How much of the answer addresses the question (relevance, not truth).",
+        model=model,
+        requires=("input", "output"),
+        scale=scale,
+        preprocess=JudgePrompt(
+            instructions=_STATEMENTS_INSTRUCTIONS,
+            prompt=lambda run: (
+                f"{data_block('answer', run.output_text)}\n\n"
+                "List the statements the answer above makes."
+            ),
+            output_schema=Statements,
+            name="answer_relevancy_statements",
+        ),
+        analyze=JudgePrompt(
+            instructions=_VERDICTS_INSTRUCTIONS,
+            prompt=verdicts_prompt,
+            output_schema=StatementVerdicts,
+            name="answer_relevancy_verdicts",
+            validate=check_verdicts,
+        ),
+        generate_score=score,
+        generate_reason=JudgePrompt(
+            instructions=_REASON_INSTRUCTIONS,
+            prompt=reason_prompt,
+            output_schema=Reason,
+            name="answer_relevancy_reason",
+        ),
+        options={"uncertainty_weight": weight, "scale": float(scale)},
+    )
