@@ -443,3 +443,65 @@ def test_exporter_false_still_scores() -> None:
     answer("q")
     assert tracescore.force_flush(5000)
     assert len(got) == 1
+
+
+def test_tool_scorer_sees_tool_calls_under_the_agent_span() -> None:
+    probe = ProbeScorer(id="tools")
+    probe.uses_tool_calls = True  # type: ignore[attr-defined]
+    _, exp = memory_configure(scoring=[rule(probe)])
+
+    @tracescore.tool(name="lookup_order")
+    def lookup(order_id: str) -> dict[str, str]:
+        return {"status": "shipped"}
+
+    @tracescore.tool(name="refund")
+    def refund(order_id: str, amount: float) -> str:
+        raise ValueError("not allowed")
+
+    @tracescore.agent(name="inner")
+    def inner() -> str:
+        lookup("B2")
+        return "inner done"
+
+    @tracescore.agent(name="outer")
+    def outer(q: str) -> str:
+        lookup("A1")
+        try:
+            refund("A1", 3.5)
+        except ValueError:
+            pass
+        inner()
+        return "done"
+
+    lookup("outside")  # another trace: never counted
+    outer("q")
+    finished(exp)
+    by_span = {c["output"]: c["tool_calls"] for c in probe.calls}
+    assert by_span["inner done"] == [
+        {"name": "lookup_order", "arguments": "B2", "result": {"status": "shipped"}}]
+    assert by_span["done"] == [
+        {"name": "lookup_order", "arguments": "A1", "result": {"status": "shipped"}},
+        {"name": "refund", "arguments": {"order_id": "A1", "amount": 3.5}, "result": None,
+         "error": "ValueError: not allowed"},
+        {"name": "lookup_order", "arguments": "B2", "result": {"status": "shipped"}},
+    ]
+
+
+def test_rule_inputs_feed_extra_run_arguments() -> None:
+    probe = ProbeScorer(id="noise")
+    probe.run_inputs = ("baseline_response", "noisy_query")  # type: ignore[attr-defined]
+    with pytest.raises(tracescore.ConfigurationError, match="baseline_response"):
+        rule(probe)
+    _, exp = memory_configure(scoring=[rule(probe, inputs={
+        "baseline_response": "app.baseline",
+        "noisy_query": lambda span, q: q + " (noisy)",
+    })])
+
+    @tracescore.agent(attributes={"app.baseline": "base answer"})
+    def answer(q: str) -> str:
+        return "out"
+
+    answer("q")
+    finished(exp)
+    assert probe.calls[0]["baseline_response"] == "base answer"
+    assert probe.calls[0]["noisy_query"] == "q (noisy)"

@@ -12,7 +12,7 @@ import logging
 import os
 import threading
 import weakref
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -62,6 +62,10 @@ class ScoringRule:
             name, or a callable ``(span: ReadableSpan, call_input) -> Any`` where
             ``call_input`` is the decorated function's single argument (or a dict of its
             arguments by name). Required when the scorer requires a ground truth.
+        inputs: further per-span values a scorer needs (its ``run_inputs``, e.g.
+            ``baseline_response`` and ``noisy_query`` of noise sensitivity), by ``run()``
+            argument name, each a span attribute name or a callable
+            ``(span, call_input) -> value``.
         name: a name for the rule, mixed into its sampling hash. Default: none, so that rules
             at equal rates pick the same traces and a lower rate's traces are a subset of a
             higher rate's (a trace sampled at 0.1 also gets the scores of 0.5 rules); give
@@ -81,6 +85,7 @@ class ScoringRule:
     threshold: float | None = None
     ground_truth: str | Callable[[ReadableSpan, Any], Any] | None = None
     name: str | None = None
+    inputs: Mapping[str, str | Callable[[ReadableSpan, Any], Any]] | None = None
 
     def __post_init__(self) -> None:
         if not callable(getattr(self.scorer, "arun", None)) or not getattr(self.scorer, "id", None):
@@ -105,34 +110,46 @@ class ScoringRule:
             isinstance(self.threshold, bool) or not isinstance(self.threshold, (int, float))
         ):
             raise ConfigurationError("ScoringRule(threshold=...) takes a number or None")
-        gt = self.ground_truth
-        if gt is not None and not (isinstance(gt, str) or callable(gt)):
-            raise ConfigurationError(
-                "ScoringRule(ground_truth=...) takes a span attribute name or a callable "
-                "(span, call_input) -> value"
-            )
-        if gt is None and getattr(self.scorer, "requires_ground_truth", False):
+        sources = self._sources()
+        for key, source in sources.items():
+            if not (isinstance(source, str) or callable(source)):
+                raise ConfigurationError(
+                    f"ScoringRule: {key} takes a span attribute name or a callable "
+                    "(span, call_input) -> value"
+                )
+        if "ground_truth" not in sources and getattr(self.scorer, "requires_ground_truth", False):
             raise ConfigurationError(
                 f"scorer {self.scorer.id!r} compares with a ground truth: pass "
                 "ScoringRule(ground_truth='<span attribute>') or ground_truth=callable"
             )
+        missing = [n for n in getattr(self.scorer, "run_inputs", ()) if n not in sources]
+        if missing:
+            example = ", ".join(f"{n!r}: '<span attribute>'" for n in missing)
+            raise ConfigurationError(
+                f"scorer {self.scorer.id!r} needs {', '.join(missing)} for each span: pass "
+                f"ScoringRule(inputs={{{example}}}) (an attribute name or a callable "
+                "(span, call_input) -> value), or give the value to the scorer factory"
+            )
+
+    def _sources(self) -> dict[str, Any]:
+        if self.inputs is not None and not isinstance(self.inputs, Mapping):
+            raise ConfigurationError(
+                "ScoringRule(inputs=...) takes a mapping of run() argument name to a span "
+                "attribute name or a callable (span, call_input) -> value"
+            )
+        sources: dict[str, Any] = dict(self.inputs or {})
+        for reserved in ("input", "output", "context"):
+            if reserved in sources:
+                raise ConfigurationError(
+                    f"ScoringRule(inputs=...) cannot set {reserved!r}: it comes from the span"
+                )
+        if self.ground_truth is not None:
+            sources["ground_truth"] = self.ground_truth
+        return sources
 
     def compile(self) -> CompiledRule:
         """The form the span processor runs on."""
-        gt = self.ground_truth
-        extractor: Callable[[ReadableSpan, Any], Any] | None
-        if isinstance(gt, str):
-            key = gt
-
-            def extractor(span: ReadableSpan, inputs: Any) -> Any:
-                return (span.attributes or {}).get(key)
-        elif gt is not None:
-            func = gt
-
-            def extractor(span: ReadableSpan, inputs: Any) -> Any:
-                return func(span, inputs.input)
-        else:
-            extractor = None
+        extractors = {name: _extractor(source) for name, source in self._sources().items()}
         predicate = None
         if callable(self.on):
             user_predicate = self.on
@@ -151,8 +168,24 @@ class ScoringRule:
             sample_rate=float(self.sample_rate),
             salt=self.name or "",
             threshold=None if self.threshold is None else float(self.threshold),
-            ground_truth=extractor,
+            extractors=extractors,
         )
+
+
+def _extractor(source: Any) -> Callable[[ReadableSpan, Any], Any]:
+    if isinstance(source, str):
+        key = source
+
+        def from_attribute(span: ReadableSpan, inputs: Any) -> Any:
+            return (span.attributes or {}).get(key)
+
+        return from_attribute
+    func = source
+
+    def from_callable(span: ReadableSpan, inputs: Any) -> Any:
+        return func(span, inputs.input)
+
+    return from_callable
 
 
 class _SwitchProcessor(SpanProcessor):

@@ -100,6 +100,15 @@ class _Held:
     exported: bool = False
 
 
+@dataclass
+class _TraceState:
+    """What one in-flight trace left for the scoring of its later spans."""
+
+    documents: list[tuple[int, list[str]]] = field(default_factory=list)
+    tool_calls: list[tuple[int, int, dict[str, Any]]] = field(default_factory=list)
+    parents: dict[int, int | None] = field(default_factory=dict)
+
+
 @dataclass(frozen=True)
 class CompiledRule:
     """A ``ScoringRule`` made ready for the hot path by ``configure()``."""
@@ -110,7 +119,7 @@ class CompiledRule:
     sample_rate: float
     salt: str
     threshold: float | None
-    ground_truth: Callable[[ReadableSpan, Any], Any] | None
+    extractors: dict[str, Callable[[ReadableSpan, Any], Any]]
 
     def matches(self, span: ReadableSpan, kind: str | None) -> bool:
         if self.predicate is not None:
@@ -147,8 +156,11 @@ class ScoringSpanProcessor(SpanProcessor):
         self._lock = threading.Lock()
         self._held: dict[tuple[int, int], _Held] = {}
         self._payloads: dict[tuple[int, int], Any] = {}
-        self._documents: OrderedDict[int, list[tuple[int, list[str]]]] = OrderedDict()
+        self._traces: OrderedDict[int, _TraceState] = OrderedDict()
         self._collect_documents = any(getattr(r.scorer, "uses_context", False) for r in rules)
+        self._collect_tool_calls = any(
+            getattr(r.scorer, "uses_tool_calls", False) for r in rules
+        )
         self._deadlines: deque[tuple[float, tuple[int, int]]] = deque()
         self._sweep_armed = False
         self._closed = False
@@ -194,8 +206,8 @@ class ScoringSpanProcessor(SpanProcessor):
         if attrs.get(sc.TRACESCORE_EVALUATION_CARRIER):
             return False
         kind = attrs.get(sc.TRACESCORE_SPAN_KIND)
-        if self._collect_documents and kind == "retrieval":
-            self._remember_documents(span, payload)
+        if self._collect_documents or self._collect_tool_calls:
+            self._remember(span, kind, payload)
         is_local_root = span.parent is None or span.parent.is_remote
         matched = [
             r for r in self._rules
@@ -203,9 +215,13 @@ class ScoringSpanProcessor(SpanProcessor):
             and trace_sampled(ctx.trace_id, r.sample_rate, r.salt)
         ]
         documents = self._trace_documents(ctx.trace_id) if matched else None
+        tool_calls = (
+            self._tool_calls_under(ctx.trace_id, ctx.span_id)
+            if matched and self._collect_tool_calls else None
+        )
         if is_local_root:
             with self._lock:
-                self._documents.pop(ctx.trace_id, None)
+                self._traces.pop(ctx.trace_id, None)
         if not matched:
             return False
         held = _Held(span=span, pending=len(matched))
@@ -215,7 +231,7 @@ class ScoringSpanProcessor(SpanProcessor):
             self.stats.spans_held = len(self._held)
         inputs = _scoring_inputs(span, payload)
         for rule in matched:
-            job = _make_job(self, held, rule, inputs, documents)
+            job = _make_job(self, held, rule, inputs, documents, tool_calls)
             if not self._worker.submit(job):
                 with self._lock:
                     self.stats.skipped_queue_full += 1
@@ -232,26 +248,61 @@ class ScoringSpanProcessor(SpanProcessor):
             self._worker.call_at_monotonic(deadline, self._sweep)
         return True
 
-    def _remember_documents(self, span: ReadableSpan, payload: Any) -> None:
-        docs = getattr(payload, "documents", None)
-        if docs is None:
-            return
-        contents = [d.content for d in docs]
+    def _remember(self, span: ReadableSpan, kind: Any, payload: Any) -> None:
+        """Keep what later spans of the same trace may be scored against: retrieved documents
+        (context scorers) and tool calls with the span tree above them (tool scorers)."""
         ctx = span.context
         assert ctx is not None
         with self._lock:
-            entry = self._documents.get(ctx.trace_id)
-            if entry is None:
-                entry = self._documents[ctx.trace_id] = []
-                while len(self._documents) > _MAX_TRACES_WITH_DOCUMENTS:
-                    self._documents.popitem(last=False)
-            entry.append((span.start_time or 0, contents))
+            state = self._traces.get(ctx.trace_id)
+            if state is None:
+                state = self._traces[ctx.trace_id] = _TraceState()
+                while len(self._traces) > _MAX_TRACES_WITH_DOCUMENTS:
+                    self._traces.popitem(last=False)
+            if self._collect_tool_calls:
+                state.parents[ctx.span_id] = span.parent.span_id if span.parent else None
+            if payload is None:
+                return
+            if kind == "retrieval" and self._collect_documents and payload.documents is not None:
+                state.documents.append(
+                    (span.start_time or 0, [d.content for d in payload.documents])
+                )
+            elif kind == "tool" and self._collect_tool_calls:
+                attrs = span.attributes or {}
+                call = {
+                    "name": str(attrs.get(sc.GEN_AI_TOOL_NAME, span.name)),
+                    "arguments": payload.input,
+                    "result": payload.output,
+                }
+                if payload.error is not None:
+                    call["error"] = f"{type(payload.error).__name__}: {payload.error}"
+                state.tool_calls.append((span.start_time or 0, ctx.span_id, call))
 
     def _trace_documents(self, trace_id: int) -> list[str]:
         with self._lock:
-            entry = list(self._documents.get(trace_id, ()))
+            state = self._traces.get(trace_id)
+            entry = list(state.documents) if state is not None else []
         entry.sort(key=lambda item: item[0])
         return [c for _, contents in entry for c in contents]
+
+    def _tool_calls_under(self, trace_id: int, span_id: int) -> list[dict[str, Any]]:
+        """Tool calls made by descendants of ``span_id`` (tool spans under it), in call order."""
+        with self._lock:
+            state = self._traces.get(trace_id)
+            if state is None:
+                return []
+            calls = sorted(state.tool_calls, key=lambda item: item[0])
+            parents = dict(state.parents)
+        found = []
+        for _, tool_span_id, call in calls:
+            node: int | None = parents.get(tool_span_id)
+            for _ in range(256):  # depth guard against malformed trees
+                if node is None or node == span_id:
+                    break
+                node = parents.get(node)
+            if node == span_id or tool_span_id == span_id:
+                found.append(call)
+        return found
 
     # -- results -------------------------------------------------------------------------------
     def _settle(self, held: _Held, event: Event | None, score: ScoreEvent | None = None) -> None:
@@ -448,11 +499,12 @@ def _make_job(
     rule: CompiledRule,
     inputs: _Inputs,
     documents: list[str] | None,
+    tool_calls: list[dict[str, Any]] | None,
 ) -> Callable[[], Any]:
     from ._scoring import score_event  # keeps scorers off the import path of the hot loop
 
     async def job() -> None:
-        event, score = await score_event(held.span, rule, inputs, documents)
+        event, score = await score_event(held.span, rule, inputs, documents, tool_calls)
         processor._settle(held, event, score)
 
     return job

@@ -34,7 +34,11 @@ def label_for(score: float | None, threshold: float | None, higher_is_better: bo
 
 
 async def score_event(
-    span: ReadableSpan, rule: CompiledRule, inputs: _Inputs, documents: list[str] | None
+    span: ReadableSpan,
+    rule: CompiledRule,
+    inputs: _Inputs,
+    documents: list[str] | None,
+    tool_calls: list[dict[str, Any]] | None = None,
 ) -> tuple[Event, ScoreEvent]:
     """Run ``rule.scorer`` on a span's inputs and build the event that reports the outcome.
 
@@ -52,10 +56,12 @@ async def score_event(
     error_type: str | None = None
     try:
         kwargs: dict[str, Any] = {"input": inputs.input, "output": inputs.output}
-        if rule.ground_truth is not None:
-            kwargs["ground_truth"] = rule.ground_truth(span, inputs)
+        for name, extract in rule.extractors.items():
+            kwargs[name] = extract(span, inputs)
         if getattr(scorer, "uses_context", False):
             kwargs["context"] = documents or []
+        if getattr(scorer, "uses_tool_calls", False) and "tool_calls" not in kwargs:
+            kwargs["tool_calls"] = tool_calls or []
         result = await scorer.arun(**kwargs)
         raw = getattr(result, "score", None)
         score = None if raw is None else float(raw)

@@ -29,7 +29,13 @@ from tracescore._errors import ConfigurationError, ScorerError, ScoringError
 from tracescore._judge import Judge, JudgeReply, check_model_spec, resolve_judge, run_blocking
 from tracescore.scorers._prompt import DATA_NOTICE, data_block, data_blocks
 from tracescore.scorers._rounding import round_half_up
-from tracescore.scorers._text import context_texts, input_text, output_text, plain_text
+from tracescore.scorers._text import (
+    context_texts,
+    input_text,
+    normalise_tool_calls,
+    output_text,
+    plain_text,
+)
 
 __all__ = [
     "JudgePrompt",
@@ -40,8 +46,10 @@ __all__ = [
     "create_scorer",
 ]
 
-Requirement: TypeAlias = Literal["input", "output", "ground_truth", "context"]
-_REQUIREMENTS: frozenset[str] = frozenset({"input", "output", "ground_truth", "context"})
+Requirement: TypeAlias = Literal["input", "output", "ground_truth", "context", "tool_calls"]
+_REQUIREMENTS: frozenset[str] = frozenset(
+    {"input", "output", "ground_truth", "context", "tool_calls"}
+)
 _STEP_LABELS = {
     "preprocess": "preprocess",
     "analyze": "analyze",
@@ -122,7 +130,10 @@ class ScorerRun:
         ground_truth: the raw ``ground_truth``.
         context: the context pieces as strings (from the scorer's ``context_extractor``, else
             its ``context=``, else ``run(context=...)``), or ``None``.
-        extra: any other keyword arguments given to ``run()``.
+        extra: any other keyword arguments given to ``run()`` (``baseline_response``, ...).
+        tool_calls: the tool calls made, each ``{"name", "arguments", "result"}`` (from
+            ``run(tool_calls=...)``, else from assistant messages with OpenAI-style
+            ``tool_calls`` in the output), or ``None`` when none were given.
         input_text: the judged question (first user message; see ``tracescore.scorers._text``).
         output_text: the judged answer (last assistant message with text, ``{"text": ...}``).
         ground_truth_text: the ground truth as text.
@@ -144,6 +155,7 @@ class ScorerRun:
     preprocess_result: dict[str, Any] | None = None
     analyze_result: dict[str, Any] | None = None
     score: float | None = None
+    tool_calls: list[dict[str, Any]] | None = None
 
 
 class _ScoreReply(BaseModel):
@@ -295,6 +307,7 @@ class Scorer:
         scale: float = 1.0,
         round_score: bool | None = None,
         options: Mapping[str, Any] | None = None,
+        run_inputs: Iterable[str] = (),
     ) -> None:
         if not isinstance(id, str) or not re.fullmatch(r"[a-z0-9][a-z0-9_.-]*", id):
             raise ConfigurationError(
@@ -331,6 +344,16 @@ class Scorer:
             uses_context if uses_context is not None else "context" in requires
         ) or self.has_own_context
         self.requires_ground_truth: bool = "ground_truth" in requires
+        self.uses_tool_calls: bool = "tool_calls" in requires
+        self.run_inputs: tuple[str, ...] = tuple(run_inputs)
+        for name in self.run_inputs:
+            if not isinstance(name, str) or not name.isidentifier() or name in (
+                "input", "output", "ground_truth", "context", "tool_calls"
+            ):
+                raise ConfigurationError(
+                    f"scorer {id!r}: run_inputs names extra keyword arguments of run(), such "
+                    f"as 'baseline_response'; got {name!r}"
+                )
         self.higher_is_better: bool = higher_is_better
         self.scale: float = float(scale)
         self.options: Mapping[str, Any] = MappingProxyType(dict(options or {}))
@@ -442,7 +465,10 @@ class Scorer:
             pieces = list(self._context)
         else:
             pieces = context_texts(context)
+        extra = dict(extra)
+        calls = normalise_tool_calls(extra.pop("tool_calls", None), output)
         return ScorerRun(
+            tool_calls=calls,
             input=input,
             output=output,
             ground_truth=ground_truth,
@@ -461,6 +487,14 @@ class Scorer:
             raise NotScorable("the input has no text (no user message): there is no question")
         if "ground_truth" in self._requires and not run.ground_truth_text.strip():
             raise NotScorable("no ground truth was given to compare the output with")
+        if "tool_calls" in self._requires and run.tool_calls is None:
+            raise NotScorable("no tool calls were given (pass tool_calls=[...] or an output "
+                              "with assistant tool_calls)")
+        for name in self.run_inputs:
+            value = run.extra.get(name)
+            if value is None or (isinstance(value, str) and not value.strip()):
+                raise NotScorable(f"no {name} was given: pass {name}=... to run() or the "
+                                  "scorer factory")
         if "context" in self._requires and not any(p.strip() for p in run.context or []):
             raise NotScorable("the context is empty: there are no context pieces to judge")
 

@@ -20,7 +20,7 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-__all__ = ["input_text", "output_text", "plain_text", "context_texts"]
+__all__ = ["input_text", "output_text", "plain_text", "context_texts", "normalise_tool_calls"]
 
 _TEXT_PART_TYPES = frozenset({"text", "input_text", "output_text"})
 _DOCUMENT_TEXT_KEYS = ("content", "text", "page_content")
@@ -257,3 +257,75 @@ def _safe_repr(value: Any) -> str:
         return repr(value)
     except Exception:  # noqa: BLE001
         return f"<{type(value).__name__} object>"
+
+
+def _parse_arguments(raw: Any) -> Any:
+    if isinstance(raw, str):
+        try:
+            return json.loads(raw)
+        except ValueError:
+            return raw
+    return raw
+
+
+def _one_call(item: Any) -> dict[str, Any] | None:
+    get = item.get if isinstance(item, Mapping) else (lambda k, d=None: getattr(item, k, d))
+    function = get("function")
+    if function is not None:  # OpenAI style: {"type": "function", "function": {name, arguments}}
+        fget = (function.get if isinstance(function, Mapping)
+                else (lambda k, d=None: getattr(function, k, d)))
+        name, arguments = fget("name"), fget("arguments")
+    else:
+        name = get("name") or get("tool_name") or get("toolName")
+        arguments = get("arguments", get("args", get("input")))
+    if not name:
+        return None
+    return {
+        "name": str(name),
+        "arguments": _parse_arguments(arguments),
+        "result": get("result", get("output")),
+    }
+
+
+def normalise_tool_calls(explicit: Any, output: Any) -> list[dict[str, Any]] | None:
+    """The tool calls of a run as ``[{"name", "arguments", "result"}, ...]`` in call order.
+
+    Args:
+        explicit: ``run(tool_calls=...)``: a list of dicts or objects with ``name`` (or
+            ``tool_name``/``toolName``), ``arguments`` (or ``args``/``input``; JSON strings are
+            parsed) and optional ``result``/``output``, or OpenAI-style
+            ``{"function": {"name", "arguments"}}`` items. Wins when given.
+        output: the scored output; when it is a list of chat messages, the ``tool_calls`` of its
+            assistant messages are read (results from the following ``role="tool"`` messages,
+            matched by ``tool_call_id``).
+
+    Returns:
+        The calls (possibly an empty list when tools were known to be absent), or ``None`` when
+        neither source says anything about tools.
+    """
+    if explicit is not None:
+        items = explicit if isinstance(explicit, (list, tuple)) else [explicit]
+        return [c for c in (_one_call(i) for i in items) if c is not None]
+    if not isinstance(output, (list, tuple)):
+        return None
+    calls: list[dict[str, Any]] = []
+    by_id: dict[str, dict[str, Any]] = {}
+    saw_messages = False
+    for message in output:
+        if not isinstance(message, Mapping):
+            continue
+        saw_messages = True
+        if message.get("role") == "assistant":
+            for raw in message.get("tool_calls") or []:
+                call = _one_call(raw)
+                if call is None:
+                    continue
+                calls.append(call)
+                call_id = raw.get("id") if isinstance(raw, Mapping) else None
+                if call_id:
+                    by_id[str(call_id)] = call
+        elif message.get("role") == "tool":
+            target = by_id.get(str(message.get("tool_call_id")))
+            if target is not None:
+                target["result"] = message.get("content")
+    return calls if saw_messages else None
