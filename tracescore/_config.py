@@ -488,6 +488,8 @@ def configure(
         _state.tracer = provider.get_tracer(sc.INSTRUMENTATION_SCOPE, __version__)
         _state.payload_sink = processor if compiled else None
         _state.disabled = _env_bool("TRACESCORE_DISABLED") is True
+        if any(getattr(rule.scorer, "uses_judge", False) for rule in rules):
+            _preload_judge()
         instance = Tracescore(provider, processor, description, rules, flush)
         _current = instance
         if not _atexit_registered:
@@ -496,6 +498,28 @@ def configure(
     logger.debug("tracescore configured: export to %s, %d scoring rule(s)", description,
                  len(rules))
     return instance
+
+
+_preloaded = False
+
+
+def _preload_judge() -> None:
+    """Import litellm on a background thread now, so the first sampled span's score does not
+    pay its multi-second import against ``score_timeout``."""
+    global _preloaded
+    if _preloaded:
+        return
+    _preloaded = True
+
+    def load() -> None:
+        try:
+            from . import _judge
+
+            _judge._litellm()
+        except Exception:
+            logger.debug("tracescore could not preload litellm", exc_info=True)
+
+    threading.Thread(target=load, name="tracescore-preload", daemon=True).start()
 
 
 def current() -> Tracescore | None:

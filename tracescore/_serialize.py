@@ -91,6 +91,22 @@ def to_json(value: Any, max_length: int = DEFAULT_MAX_LENGTH) -> str:
     Returns:
         A JSON document, or (only when the cap cut it) a truncated JSON text with a marker.
     """
+    # Fast path for the common shapes (a string, a flat dict of scalars), which need no walk.
+    kind = type(value)
+    if kind is str:
+        return truncate(json.dumps(truncate(value, max_length), ensure_ascii=False), max_length)
+    if kind is dict and len(value) <= 64:
+        flat = True
+        for k, v in value.items():
+            tv = type(v)
+            if type(k) is not str or not (
+                v is None or tv is int or tv is float or tv is bool
+                or (tv is str and (max_length <= 0 or len(v) <= max_length))
+            ):
+                flat = False
+                break
+        if flat:
+            return truncate(json.dumps(value, ensure_ascii=False), max_length)
     try:
         text = json.dumps(
             _jsonable(value, max_length, 0, set()), ensure_ascii=False, default=_safe_repr
