@@ -280,11 +280,15 @@ def _one_call(item: Any) -> dict[str, Any] | None:
         arguments = get("arguments", get("args", get("input")))
     if not name:
         return None
-    return {
+    call = {
         "name": str(name),
         "arguments": _parse_arguments(arguments),
         "result": get("result", get("output")),
     }
+    error = get("error")
+    if error is not None:  # a tool that raised: the judge should know it failed
+        call["error"] = str(error)
+    return call
 
 
 def normalise_tool_calls(explicit: Any, output: Any) -> list[dict[str, Any]] | None:
@@ -293,7 +297,7 @@ def normalise_tool_calls(explicit: Any, output: Any) -> list[dict[str, Any]] | N
     Args:
         explicit: ``run(tool_calls=...)``: a list of dicts or objects with ``name`` (or
             ``tool_name``/``toolName``), ``arguments`` (or ``args``/``input``; JSON strings are
-            parsed) and optional ``result``/``output``, or OpenAI-style
+            parsed) and optional ``result``/``output`` and ``error``, or OpenAI-style
             ``{"function": {"name", "arguments"}}`` items. Wins when given.
         output: the scored output; when it is a list of chat messages, the ``tool_calls`` of its
             assistant messages are read (results from the following ``role="tool"`` messages,
