@@ -264,6 +264,7 @@ def test_rejected_json_schema_falls_back_to_json_mode(
     judge_server.route("test_statements", {"statements": ["a"]})
 
     assert ask(judge).parsed.statements == ["a"]
+    judge.cache_clear()  # the same request again must reach the server
     assert ask(judge).parsed.statements == ["a"]
 
     first, second, third = judge_server.requests

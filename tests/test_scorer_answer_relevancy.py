@@ -105,6 +105,7 @@ def test_all_relevant_and_none_relevant(judge_server: JudgeServer, judge: Judge)
     script(judge_server, verdicts("yes", "yes", "yes", "yes"))
     assert scorer.run(input=QUESTION, output=ANSWER).score == 1.0
     judge_server.reset()
+    judge.cache_clear()  # the same requests again must reach the server
     script(judge_server, verdicts("no", "no", "no", "no"))
     assert scorer.run(input=QUESTION, output=ANSWER).score == 0.0
 
@@ -282,7 +283,9 @@ def test_arun_and_run_inside_a_running_loop(judge_server: JudgeServer, judge: Ju
     from_sync, from_async = asyncio.run(main())
 
     assert from_sync.score == from_async.score == 0.58
-    assert len(judge_server.requests) == 6
+    # The second run's identical requests are answered by the judge's cache.
+    assert len(judge_server.requests) == 3
+    assert (from_sync.judge_calls, from_async.judge_calls) == (3, 0)
 
 
 def test_options_merge_with_defaults() -> None:

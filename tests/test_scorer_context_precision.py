@@ -78,6 +78,7 @@ def test_scale_and_no_relevant_piece(judge_server: JudgeServer, judge: Judge) ->
     script(judge_server, verdicts("yes", "no", "yes", "no"))
     assert scorer.run(input=QUESTION, output=ANSWER).score == 1.67
     judge_server.reset()
+    judge.cache_clear()  # the same requests again must reach the server
     script(judge_server, verdicts(" NO", "No", "no", "no "))
     assert scorer.run(input=QUESTION, output=ANSWER).score == 0.0
 

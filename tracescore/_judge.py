@@ -14,6 +14,11 @@ loop the caller runs on: litellm binds its HTTP clients and its logging worker t
 first used them, and breaks (or leaks sockets) when a process calls it from several loops, as
 ``Scorer.run()``, the scoring worker and users' own ``asyncio.run`` would. The loop's pending
 tasks are cancelled at interpreter exit.
+
+Each ``Judge`` keeps a bounded LRU cache of identical requests (``cache_size``, default 1,024;
+0 disables it) and lets concurrent identical requests share one call in flight, so that two
+scorers asking the same question about the same span (faithfulness and hallucination both
+extract the claims of the answer) pay for it once. Only validated answers are cached.
 """
 
 from __future__ import annotations
@@ -21,13 +26,16 @@ from __future__ import annotations
 import asyncio
 import atexit
 import contextlib
+import dataclasses
+import hashlib
 import json
 import random
 import sys
 import threading
+from collections import OrderedDict
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, Literal, NamedTuple, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
 from tracescore import _state
@@ -46,7 +54,14 @@ if TYPE_CHECKING:
 
     from pydantic import BaseModel
 
-__all__ = ["Judge", "JudgeReply", "check_model_spec", "resolve_judge", "run_blocking"]
+__all__ = [
+    "Judge",
+    "JudgeCacheInfo",
+    "JudgeReply",
+    "check_model_spec",
+    "resolve_judge",
+    "run_blocking",
+]
 
 T = TypeVar("T")
 
@@ -57,6 +72,7 @@ SchemaT = TypeVar("SchemaT", bound="BaseModel")
 DEFAULT_TIMEOUT = 60.0
 DEFAULT_MAX_RETRIES = 3
 DEFAULT_RETRY_BACKOFF = 1.0
+DEFAULT_CACHE_SIZE = 1024
 _MAX_BACKOFF = 20.0
 # Keeps exception messages and repair prompts bounded whatever the provider sends back.
 _MAX_ERROR_CHARS = 500
@@ -85,12 +101,17 @@ class JudgeReply(Generic[SchemaT]):
         parsed: the validated answer, an instance of the requested schema.
         content: the raw text of the answer that validated.
         model: the judge's litellm model string.
-        calls: completions obtained: 1, or 2 when a repair retry was needed (transport-level
-            retries of failed requests are not counted).
-        prompt_tokens: input tokens over those completions, as reported by the provider.
-        completion_tokens: output tokens over those completions.
+        calls: completions actually requested for this reply: 1, or 2 when a repair retry was
+            needed (transport-level retries of failed requests are not counted), and 0 when
+            the reply came from the judge's cache or from an identical request already in
+            flight, whose caller accounts for the call.
+        prompt_tokens: input tokens over those completions, as reported by the provider (0 for
+            a cached or shared reply).
+        completion_tokens: output tokens over those completions (0 for a cached or shared
+            reply).
         cost: USD cost from ``litellm.completion_cost``, or ``None`` when litellm has no price
-            for the model.
+            for the model (``0.0`` for a cached or shared reply).
+        cached: the reply was served without a call of its own.
     """
 
     parsed: SchemaT
@@ -100,6 +121,34 @@ class JudgeReply(Generic[SchemaT]):
     prompt_tokens: int
     completion_tokens: int
     cost: float | None
+    cached: bool = False
+
+
+class JudgeCacheInfo(NamedTuple):
+    """Counters of a judge's request cache (see ``Judge.cache_info``).
+
+    Attributes:
+        hits: replies served without a call of their own: from the cache, or by joining an
+            identical request in flight.
+        misses: requests that made a call (cache enabled only).
+        maxsize: the cache bound, ``cache_size``.
+        currsize: answers held now.
+    """
+
+    hits: int
+    misses: int
+    maxsize: int
+    currsize: int
+
+
+@dataclass
+class _Flight:
+    """One call in flight that identical requests join (single flight)."""
+
+    task: asyncio.Task[JudgeReply[Any]]
+    waiters: int = 0
+    # The first caller to receive the reply accounts for its calls, tokens and cost.
+    claimed: bool = False
 
 
 class _InvalidOutput(Exception):
@@ -114,12 +163,25 @@ class Judge:
     errors (exponential backoff with jitter, via tenacity; litellm's own retries are off).
     Timeouts are not retried: ``timeout`` bounds each attempt.
 
+    Identical requests are answered once: a bounded LRU cache holds the last ``cache_size``
+    validated answers, keyed by (model, ``api_base``, every litellm argument except secrets,
+    system prompt, user prompt, schema name and JSON schema), and a request identical to one
+    in flight waits for that call instead of making its own. A cached or shared reply reports
+    ``calls=0`` and no tokens, so a scorer's ``judge_calls`` counts the calls actually made.
+    Failed calls are never cached. The cache belongs to this ``Judge``; a model string given
+    to several scorers resolves to one shared ``Judge``, and so does the configured judge.
+    Answers at temperature 0 are what makes caching sound: a user who overrides
+    ``temperature`` to sample different answers should pass ``cache_size=0``.
+
     Args:
         model: a litellm model string, e.g. ``"openai/gpt-4o-mini"``.
         timeout: seconds per attempt. Default 60.
         max_retries: retries after the first attempt for 429/5xx/connection errors. Default 3.
         retry_backoff: base of the exponential backoff in seconds (1, 2, 4, ... plus up to the
             same amount of random jitter, capped at 20 s). Default 1.
+        cache_size: how many answers the request cache holds (least recently used ones are
+            dropped first); 0 disables the cache and the sharing of calls in flight.
+            Default 1024.
         **litellm_kwargs: passed to ``litellm.acompletion`` as they are (``api_base``,
             ``api_key``, ``extra_headers``, ``temperature`` to override 0, ...). Values of secret
             arguments (keys, tokens, headers) never appear in reprs or in tracescore's error
@@ -143,6 +205,7 @@ class Judge:
         timeout: float = DEFAULT_TIMEOUT,
         max_retries: int = DEFAULT_MAX_RETRIES,
         retry_backoff: float = DEFAULT_RETRY_BACKOFF,
+        cache_size: int = DEFAULT_CACHE_SIZE,
         **litellm_kwargs: Any,
     ) -> None:
         if not isinstance(model, str) or not model.strip():
@@ -164,6 +227,10 @@ class Judge:
             raise ConfigurationError(
                 f"Judge retry_backoff must be a number of seconds >= 0, got {retry_backoff!r}"
             )
+        if isinstance(cache_size, bool) or not isinstance(cache_size, int) or cache_size < 0:
+            raise ConfigurationError(
+                f"Judge cache_size must be an int >= 0 (0 disables the cache), got {cache_size!r}"
+            )
         reserved = sorted(_RESERVED_KWARGS.intersection(litellm_kwargs))
         if reserved:
             raise ConfigurationError(
@@ -177,6 +244,16 @@ class Judge:
         self._secrets = _secret_values(self._kwargs)
         self._mode: _ResponseMode = "json_schema"
         self._mode_lock = threading.Lock()
+        self._cache_size = cache_size
+        # Hashed keys -> the validated answer's text. Guarded by a lock so that cache_info()
+        # and cache_clear() work from any thread; the flights are only touched on the judge
+        # loop.
+        self._cache: OrderedDict[bytes, str] = OrderedDict()
+        self._cache_lock = threading.Lock()
+        self._cache_hits = 0
+        self._cache_misses = 0
+        self._flights: dict[bytes, _Flight] = {}
+        self._key_prefix = _key_prefix(self.model, self._kwargs)
 
     @property
     def timeout(self) -> float:
@@ -192,6 +269,29 @@ class Judge:
     def retry_backoff(self) -> float:
         """Base of the exponential backoff, in seconds."""
         return self._retry_backoff
+
+    @property
+    def cache_size(self) -> int:
+        """How many answers the request cache holds; 0 when it is disabled."""
+        return self._cache_size
+
+    def cache_info(self) -> JudgeCacheInfo:
+        """Hits, misses, bound and current size of the request cache.
+
+        Example:
+            >>> Judge("openai/gpt-4o-mini").cache_info()
+            JudgeCacheInfo(hits=0, misses=0, maxsize=1024, currsize=0)
+        """
+        with self._cache_lock:
+            return JudgeCacheInfo(
+                self._cache_hits, self._cache_misses, self._cache_size, len(self._cache)
+            )
+
+    def cache_clear(self) -> None:
+        """Forget every cached answer and reset the counters (calls in flight go on)."""
+        with self._cache_lock:
+            self._cache.clear()
+            self._cache_hits = self._cache_misses = 0
 
     def __repr__(self) -> str:
         parts = [f"model={self.model!r}"]
@@ -258,9 +358,111 @@ class Judge:
             otel_context.set_value(otel_context._SUPPRESS_INSTRUMENTATION_KEY, True)
         )
         try:
-            return await self._acomplete(system, user, schema, name, validate)
+            if self._cache_size == 0:
+                return await self._acomplete(system, user, schema, name, validate)
+            return await self._acomplete_cached(system, user, schema, name, validate)
         finally:
             otel_context.detach(token)
+
+    async def _acomplete_cached(
+        self,
+        system: str,
+        user: str,
+        schema: type[SchemaT],
+        name: str,
+        validate: Callable[[SchemaT], None] | None,
+    ) -> JudgeReply[SchemaT]:
+        # Runs on the judge loop (one thread): the flights need no lock.
+        schema_json = json.dumps(schema.model_json_schema(), ensure_ascii=False, sort_keys=True)
+        key = self._cache_key(system, user, name, schema_json)
+        cached = self._cache_lookup(key, schema, validate)
+        if cached is not None:
+            return cached
+        flight = self._flights.get(key)
+        if flight is not None and flight.task.get_loop() is not asyncio.get_running_loop():
+            # Left over from a judge loop that was stopped (interpreter exit): start afresh.
+            flight = None
+        leader = flight is None
+        if flight is None:
+            # The call runs in its own task, so a caller that gives up (its scorer timed out)
+            # does not cancel it for the others; it is cancelled when nobody waits any more.
+            task = asyncio.get_running_loop().create_task(
+                self._acomplete(system, user, schema, name, validate)
+            )
+            new_flight = flight = self._flights[key] = _Flight(task)
+            task.add_done_callback(lambda done: self._land(key, new_flight, done))
+            with self._cache_lock:
+                self._cache_misses += 1
+        else:
+            with self._cache_lock:
+                self._cache_hits += 1
+        flight.waiters += 1
+        try:
+            reply: JudgeReply[Any] = await asyncio.shield(flight.task)
+        finally:
+            flight.waiters -= 1
+            if flight.waiters == 0 and not flight.task.done():
+                if self._flights.get(key) is flight:
+                    del self._flights[key]
+                flight.task.cancel()
+        if not leader:
+            try:
+                # A fresh instance of this caller's schema, checked by this caller's validator.
+                parsed = _parse(reply.content, schema, validate)
+            except _InvalidOutput:
+                return await self._acomplete(system, user, schema, name, validate)
+            reply = dataclasses.replace(reply, parsed=parsed)
+        if flight.claimed:
+            return _shared(reply, reply.parsed)
+        flight.claimed = True
+        return reply
+
+    def _cache_key(self, system: str, user: str, name: str, schema_json: str) -> bytes:
+        # Hashed: keys stay small whatever the prompts' size, and no prompt text is retained.
+        digest = hashlib.sha256(self._key_prefix)
+        for part in (system, user, name, schema_json):
+            encoded = part.encode("utf-8", "surrogatepass")
+            digest.update(len(encoded).to_bytes(8, "big"))
+            digest.update(encoded)
+        return digest.digest()
+
+    def _cache_lookup(
+        self, key: bytes, schema: type[SchemaT], validate: Callable[[SchemaT], None] | None
+    ) -> JudgeReply[SchemaT] | None:
+        with self._cache_lock:
+            content = self._cache.get(key)
+            if content is None:
+                return None
+            self._cache.move_to_end(key)
+        try:
+            # Parsed again: each caller gets its own instance, checked by its own validator.
+            parsed = _parse(content, schema, validate)
+        except _InvalidOutput:
+            return None
+        with self._cache_lock:
+            self._cache_hits += 1
+        return JudgeReply(
+            parsed=parsed,
+            content=content,
+            model=self.model,
+            calls=0,
+            prompt_tokens=0,
+            completion_tokens=0,
+            cost=0.0,
+            cached=True,
+        )
+
+    def _land(self, key: bytes, flight: _Flight, task: asyncio.Task[JudgeReply[Any]]) -> None:
+        if self._flights.get(key) is flight:
+            del self._flights[key]
+        if task.cancelled() or task.exception() is not None:
+            return  # errors are never cached: the next identical request calls again
+        content = task.result().content
+        with self._cache_lock:
+            self._cache[key] = content
+            self._cache.move_to_end(key)
+            while len(self._cache) > self._cache_size:
+                self._cache.popitem(last=False)
 
     async def _acomplete(
         self,
@@ -648,6 +850,36 @@ def _secret_values(kwargs: dict[str, Any]) -> list[str]:
             secrets.append(str(value))
     # Longest first, so a secret containing another is replaced whole.
     return sorted({s for s in secrets if len(s) >= 4}, key=len, reverse=True)
+
+
+def _is_secret_kwarg(name: str) -> bool:
+    lowered = name.lower()
+    if lowered in _HEADER_KWARGS:
+        return True
+    # "max_tokens" and friends are request parameters, not credentials.
+    return any(marker in lowered for marker in _SECRET_MARKERS) and not lowered.endswith("_tokens")
+
+
+def _key_prefix(model: str, kwargs: dict[str, Any]) -> bytes:
+    """The part of a cache key fixed per judge: model, api_base and request parameters."""
+    params = {k: v for k, v in {"temperature": 0, **kwargs}.items() if not _is_secret_kwarg(k)}
+    api_base = kwargs.get("api_base") or kwargs.get("base_url")
+    text = json.dumps([model, api_base, params], sort_keys=True, ensure_ascii=False, default=repr)
+    return text.encode("utf-8", "surrogatepass")
+
+
+def _shared(reply: JudgeReply[Any], parsed: Any) -> JudgeReply[Any]:
+    """``reply`` as seen by a caller that made no call of its own."""
+    return JudgeReply(
+        parsed=parsed,
+        content=reply.content,
+        model=reply.model,
+        calls=0,
+        prompt_tokens=0,
+        completion_tokens=0,
+        cost=0.0,
+        cached=True,
+    )
 
 
 def _redact_url(url: str) -> str:

@@ -1,0 +1,149 @@
+"""Claims: the shared first step of the claim-checking scorers, and their shared helpers.
+
+Faithfulness and hallucination both start by breaking the answer into claims. They use the very
+same judge request (``OUTPUT_CLAIMS``: same instructions, same user prompt, same schema name
+``output_claims``), so when both score one span the judge's request cache answers the second
+from the first and the answer is decomposed once. Context recall breaks the ground truth into
+claims with the same instructions under its own schema name.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from pydantic import BaseModel, Field, field_validator
+
+from tracescore._errors import ConfigurationError
+from tracescore.scorers._base import JudgePrompt, NotScorable, ScorerRun
+from tracescore.scorers._prompt import data_block, data_blocks
+
+__all__ = [
+    "CLAIMS_INSTRUCTIONS",
+    "OUTPUT_CLAIMS",
+    "ClaimVerdictsCheck",
+    "Claims",
+    "Reason",
+    "check_context_option",
+    "claims_and_context",
+    "claims_of",
+    "judged_claims",
+]
+
+
+class Claims(BaseModel):
+    """Preprocess answer: the claims a text makes, in order (blank ones are dropped)."""
+
+    claims: list[str] = Field(description="The claims of the text, in order.")
+
+    @field_validator("claims")
+    @classmethod
+    def _drop_blank(cls, value: list[str]) -> list[str]:
+        return [c.strip() for c in value if c.strip()]
+
+
+class Reason(BaseModel):
+    """Reason answer."""
+
+    reason: str
+
+
+CLAIMS_INSTRUCTIONS = """\
+You break a text into the factual claims it makes, so that each claim can later be checked on \
+its own against source documents.
+
+- A claim is one short, self-contained assertion that can be true or false: a fact, a figure, \
+a date, a name, a cause, a relation or a property that the text states.
+- Keep the text's meaning and, where possible, its words. Replace pronouns and references with \
+what they refer to, so that every claim can be understood alone.
+- Keep a hedged or conditional assertion as a claim, hedge included ("X may cause Y").
+- Do not add, infer, correct, judge or merge anything. Questions, greetings, instructions to the \
+reader and pure formatting are not claims.
+- A text that asserts nothing (an empty reply, a bare refusal, only a question) has no claims: \
+return an empty list."""
+
+OUTPUT_CLAIMS = JudgePrompt(
+    instructions=CLAIMS_INSTRUCTIONS,
+    prompt=lambda run: (
+        f"{data_block('answer', run.output_text)}\n\nList the claims the answer above makes."
+    ),
+    output_schema=Claims,
+    # Not "<scorer>_claims": faithfulness and hallucination share this request on purpose.
+    name="output_claims",
+)
+"""The claims of the judged answer, shared by faithfulness and hallucination."""
+
+
+def claims_of(run: ScorerRun, *, source: str = "output") -> list[str]:
+    """The claims found by the preprocess step; ``NotScorable`` when there are none.
+
+    Args:
+        run: a run whose preprocess step returned ``{"claims": [...]}``.
+        source: what the claims were taken from, for the not-scorable reason.
+
+    Raises:
+        NotScorable: the judge found no claims (an empty reply, a bare refusal, ...).
+    """
+    assert run.preprocess_result is not None
+    claims: list[str] = run.preprocess_result["claims"]
+    if not claims:
+        if source == "output":
+            raise NotScorable(
+                "the judge found no claims in the output (an empty reply, a bare refusal or "
+                "only a question): there is nothing to check against the context"
+            )
+        raise NotScorable(f"the judge found no claims in the {source}: there is nothing to check")
+    return claims
+
+
+class ClaimVerdictsCheck:
+    """A ``JudgePrompt`` validator: one verdict per claim, in order.
+
+    Example:
+        >>> step = JudgePrompt(..., validate=ClaimVerdictsCheck())  # doctest: +SKIP
+    """
+
+    def __call__(self, parsed: Any, run: ScorerRun) -> None:
+        assert run.preprocess_result is not None
+        expected = len(run.preprocess_result["claims"])
+        got = len(parsed.verdicts)
+        if got != expected:
+            raise ValueError(f"expected {expected} verdicts, one per claim in order, got {got}")
+
+
+def judged_claims(run: ScorerRun) -> str:
+    """The claims with their verdicts as a delimited JSON block, for the reason prompt."""
+    assert run.preprocess_result is not None and run.analyze_result is not None
+    judged = [
+        {"claim": claim, "verdict": v["verdict"], "reason": v["reason"]}
+        for claim, v in zip(
+            run.preprocess_result["claims"], run.analyze_result["verdicts"], strict=True
+        )
+    ]
+    return data_block("verdicts", json.dumps(judged, ensure_ascii=False, indent=1))
+
+
+def claims_and_context(run: ScorerRun, claims: list[str], task: str) -> str:
+    """The analyze prompt of a claim-checking scorer: context pieces, then claims."""
+    pieces = run.context or []
+    return (
+        f"{data_blocks('context', pieces)}\n\n"
+        f"{data_blocks('claim', claims)}\n\n"
+        f"{task} Answer with exactly {len(claims)} verdicts, one per claim, in the same order."
+    )
+
+
+def check_context_option(context: object) -> None:
+    """Fail early unless a factory's ``context=`` is ``None`` or a list of pieces.
+
+    Raises:
+        ConfigurationError: ``context`` is a string, bytes or not a sequence.
+    """
+    if context is not None and (
+        isinstance(context, (str, bytes)) or not isinstance(context, Sequence)
+    ):
+        raise ConfigurationError(
+            "context must be a list of strings or documents (dicts with content/text/"
+            f"page_content), got {type(context).__name__}; wrap a single text in a list"
+        )

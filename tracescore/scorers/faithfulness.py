@@ -1,0 +1,170 @@
+"""Faithfulness: how much of what the answer claims is backed by the context it was given.
+
+Semantics follow SCORERS.md and the Mastra evals' faithfulness scorer; prompts and code are
+tracescore's own.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from tracescore._judge import Judge
+from tracescore.scorers._base import JudgePrompt, Scorer, ScorerRun, check_scale
+from tracescore.scorers._claims import (
+    OUTPUT_CLAIMS,
+    ClaimVerdictsCheck,
+    Reason,
+    check_context_option,
+    claims_and_context,
+    claims_of,
+    judged_claims,
+)
+from tracescore.scorers._prompt import data_block
+from tracescore.scorers._verdicts import YesUnsureNo
+
+__all__ = ["create_faithfulness_scorer"]
+
+SCORER_ID = "faithfulness"
+
+
+class ClaimVerdict(BaseModel):
+    """One claim's verdict."""
+
+    claim_index: int = Field(description="The claim's index attribute (0-based).")
+    verdict: YesUnsureNo = Field(
+        description='"yes" (the context supports it), "no" (the context contradicts it) or '
+        '"unsure" (the context does not say).'
+    )
+    reason: str = Field(description="Why, in one sentence.")
+
+
+class ClaimVerdicts(BaseModel):
+    """Analyze answer: one verdict per claim, in order."""
+
+    verdicts: list[ClaimVerdict]
+
+
+_VERDICTS_INSTRUCTIONS = """\
+You check the claims taken from an assistant's answer against the context the assistant was \
+given, claim by claim.
+
+- "yes": the context states the claim or directly implies it.
+- "no": the context contradicts the claim (or a part of it).
+- "unsure": the context neither supports nor contradicts the claim, or supports only part of it.
+
+Judge against the context only, never against your own knowledge: a claim you know to be true \
+but that the context does not back is "unsure", and a claim you believe false that the context \
+states is "yes". Give exactly one verdict per claim, in the order of the claims, with \
+claim_index set to the claim's index and a one-sentence reason."""
+
+_REASON_INSTRUCTIONS = """\
+You explain a faithfulness score to a developer reading it next to a trace, in two or three \
+sentences. The score is the share of the answer's claims that the context supports; claims \
+the context contradicts or does not mention count as unsupported. Name the unsupported or \
+contradicted claims, if any, based on the verdicts given. Do not repeat the formula."""
+
+
+def create_faithfulness_scorer(
+    *,
+    model: str | Judge | None = None,
+    context: Sequence[Any] | None = None,
+    context_extractor: Callable[[Any, Any], Sequence[Any]] | None = None,
+    scale: float = 1,
+) -> Scorer:
+    """Score how faithful an answer is to its context: the share of its claims the context backs.
+
+    Three judge calls: the answer is broken into claims (``preprocess_step_result``:
+    ``{"claims": [...]}``; the request is the one hallucination makes too, schema name
+    ``output_claims``, so with both scorers on one span the judge cache answers it once); each
+    claim is judged against the context, ``yes`` (supported), ``no`` (contradicted) or
+    ``unsure`` (not in the context) (``analyze_step_result``:
+    ``{"verdicts": [{"claim_index", "verdict", "reason"}]}``, one per claim, in order); then a
+    reason is written.
+
+    Score (SCORERS.md, from the Mastra evals' faithfulness): ``yes / claims * scale``, rounded
+    to 2 decimals half up; ``unsure`` counts as unsupported.
+
+    Context: ``context_extractor(input, output)`` wins over ``context=``, which wins over
+    ``run(context=...)``; in a ``ScoringRule`` without either, the documents of the trace's
+    retrieval spans, in retrieval order. Pieces are strings or documents with
+    ``content``/``text``/``page_content``.
+
+    Not scorable (no judge call): an empty output or empty context. Not scorable after the
+    first call: the judge found no claims in the output (a bare refusal, only a question).
+
+    Args:
+        model: the judge: a litellm model string, a ``tracescore.Judge``, or ``None`` for the
+            configured judge (``configure(judge=...)``, else ``TRACESCORE_JUDGE_MODEL``).
+        context: fixed context pieces for every run.
+        context_extractor: ``(input, output) -> pieces``, called at each run.
+        scale: maximum score, > 0. Default 1.
+
+    Returns:
+        A ``Scorer`` with id ``faithfulness``.
+
+    Raises:
+        ConfigurationError: ``context`` is not a list, ``context_extractor`` is not callable,
+            ``scale`` is out of range or ``model`` is invalid.
+
+    Example:
+        >>> scorer = create_faithfulness_scorer(
+        ...     model="openai/gpt-4o-mini", context=["Paris is the capital of France."])
+        >>> scorer.run(output="The capital of France is Paris.").score  # doctest: +SKIP
+        1.0
+    """
+    check_scale(scale)
+    check_context_option(context)
+
+    def verdicts_prompt(run: ScorerRun) -> str:
+        claims = claims_of(run)
+        return claims_and_context(
+            run,
+            claims,
+            f"Check each of the {len(claims)} claims above against the context pieces.",
+        )
+
+    def score(run: ScorerRun) -> float:
+        assert run.analyze_result is not None
+        verdicts = [v["verdict"] for v in run.analyze_result["verdicts"]]
+        return verdicts.count("yes") / len(verdicts) * run.scale
+
+    def reason_prompt(run: ScorerRun) -> str:
+        return (
+            f"{data_block('answer', run.output_text)}\n\n"
+            f"{judged_claims(run)}\n\n"
+            f"Score: {run.score:g} out of {run.scale:g}. Explain this score."
+        )
+
+    return Scorer(
+        id=SCORER_ID,
+        description="The share of the answer's claims that its context supports.",
+        model=model,
+        requires=("output", "context"),
+        uses_context=True,
+        context=context,
+        context_extractor=context_extractor,
+        scale=scale,
+        preprocess=OUTPUT_CLAIMS,
+        analyze=JudgePrompt(
+            instructions=_VERDICTS_INSTRUCTIONS,
+            prompt=verdicts_prompt,
+            output_schema=ClaimVerdicts,
+            name="faithfulness_verdicts",
+            validate=ClaimVerdictsCheck(),
+        ),
+        generate_score=score,
+        generate_reason=JudgePrompt(
+            instructions=_REASON_INSTRUCTIONS,
+            prompt=reason_prompt,
+            output_schema=Reason,
+            name="faithfulness_reason",
+        ),
+        options={
+            "context": None if context is None else list(context),
+            "context_extractor": context_extractor,
+            "scale": float(scale),
+        },
+    )

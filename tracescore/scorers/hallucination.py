@@ -1,0 +1,173 @@
+"""Hallucination: how much of what the answer claims contradicts or goes beyond its context.
+
+Semantics follow SCORERS.md and the Mastra evals' hallucination scorer; prompts and code are
+tracescore's own. Lower is better.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from tracescore._judge import Judge
+from tracescore.scorers._base import JudgePrompt, Scorer, ScorerRun, check_scale
+from tracescore.scorers._claims import (
+    OUTPUT_CLAIMS,
+    ClaimVerdictsCheck,
+    Reason,
+    check_context_option,
+    claims_and_context,
+    claims_of,
+    judged_claims,
+)
+from tracescore.scorers._prompt import data_block
+from tracescore.scorers._verdicts import YesNo
+
+__all__ = ["create_hallucination_scorer"]
+
+SCORER_ID = "hallucination"
+
+
+class ClaimVerdict(BaseModel):
+    """One claim's verdict: ``yes`` means hallucinated."""
+
+    claim_index: int = Field(description="The claim's index attribute (0-based).")
+    verdict: YesNo = Field(
+        description='"yes" if the claim is hallucinated (the context contradicts it or does '
+        'not contain it), "no" if the context supports it.'
+    )
+    reason: str = Field(description="Why, in one sentence.")
+
+
+class ClaimVerdicts(BaseModel):
+    """Analyze answer: one verdict per claim, in order."""
+
+    verdicts: list[ClaimVerdict]
+
+
+_VERDICTS_INSTRUCTIONS = """\
+You detect hallucinations: claims taken from an assistant's answer that are not grounded in \
+the context the assistant was given. Decide for each claim:
+
+- "yes" (hallucinated): the context contradicts the claim, or the context does not contain \
+the information the claim asserts (the assistant made it up or brought it in from elsewhere).
+- "no" (grounded): the context states the claim or directly implies it.
+
+Judge against the context only, never against your own knowledge: a true claim the context \
+does not back is still "yes". Give exactly one verdict per claim, in the order of the claims, \
+with claim_index set to the claim's index and a one-sentence reason."""
+
+_REASON_INSTRUCTIONS = """\
+You explain a hallucination score to a developer reading it next to a trace, in two or three \
+sentences. The score is the share of the answer's claims that contradict the context or are \
+not supported by it, so lower is better. Name the hallucinated claims, if any, and say whether \
+they contradict the context or are merely unsupported, based on the verdicts given. Do not \
+repeat the formula."""
+
+
+def create_hallucination_scorer(
+    *,
+    model: str | Judge | None = None,
+    context: Sequence[Any] | None = None,
+    context_extractor: Callable[[Any, Any], Sequence[Any]] | None = None,
+    scale: float = 1,
+) -> Scorer:
+    """Score how much an answer hallucinates: the share of its claims its context does not back.
+
+    Lower is better (``higher_is_better=False``: with a ``ScoringRule`` threshold, a score at or
+    below it passes).
+
+    Three judge calls: the answer is broken into claims (``preprocess_step_result``:
+    ``{"claims": [...]}``; the request is the one faithfulness makes too, schema name
+    ``output_claims``, so with both scorers on one span the judge cache answers it once); each
+    claim is judged hallucinated (``yes``: contradicted by or missing from the context) or not
+    (``no``) (``analyze_step_result``: ``{"verdicts": [{"claim_index", "verdict", "reason"}]}``,
+    one per claim, in order); then a reason is written.
+
+    Score (SCORERS.md, from the Mastra evals' hallucination): ``yes / claims * scale``, rounded
+    to 2 decimals half up.
+
+    Context: ``context_extractor(input, output)`` wins over ``context=``, which wins over
+    ``run(context=...)``; in a ``ScoringRule`` without either, the documents of the trace's
+    retrieval spans, in retrieval order.
+
+    Not scorable (no judge call): an empty output or empty context. Not scorable after the
+    first call: the judge found no claims in the output.
+
+    Args:
+        model: the judge: a litellm model string, a ``tracescore.Judge``, or ``None`` for the
+            configured judge (``configure(judge=...)``, else ``TRACESCORE_JUDGE_MODEL``).
+        context: fixed context pieces for every run.
+        context_extractor: ``(input, output) -> pieces``, called at each run.
+        scale: maximum score, > 0. Default 1.
+
+    Returns:
+        A ``Scorer`` with id ``hallucination``.
+
+    Raises:
+        ConfigurationError: ``context`` is not a list, ``context_extractor`` is not callable,
+            ``scale`` is out of range or ``model`` is invalid.
+
+    Example:
+        >>> scorer = create_hallucination_scorer(
+        ...     model="openai/gpt-4o-mini", context=["Paris is the capital of France."])
+        >>> scorer.run(output="Paris, the capital, has 9 million people.").score  # doctest: +SKIP
+        0.5
+    """
+    check_scale(scale)
+    check_context_option(context)
+
+    def verdicts_prompt(run: ScorerRun) -> str:
+        claims = claims_of(run)
+        return claims_and_context(
+            run,
+            claims,
+            f"Decide for each of the {len(claims)} claims above whether it is hallucinated "
+            "with respect to the context pieces.",
+        )
+
+    def score(run: ScorerRun) -> float:
+        assert run.analyze_result is not None
+        verdicts = [v["verdict"] for v in run.analyze_result["verdicts"]]
+        return verdicts.count("yes") / len(verdicts) * run.scale
+
+    def reason_prompt(run: ScorerRun) -> str:
+        return (
+            f"{data_block('answer', run.output_text)}\n\n"
+            f"{judged_claims(run)}\n\n"
+            f"Score: {run.score:g} out of {run.scale:g} (lower is better). Explain this score."
+        )
+
+    return Scorer(
+        id=SCORER_ID,
+        description="The share of the answer's claims that contradict or go beyond its context.",
+        model=model,
+        requires=("output", "context"),
+        uses_context=True,
+        context=context,
+        context_extractor=context_extractor,
+        higher_is_better=False,
+        scale=scale,
+        preprocess=OUTPUT_CLAIMS,
+        analyze=JudgePrompt(
+            instructions=_VERDICTS_INSTRUCTIONS,
+            prompt=verdicts_prompt,
+            output_schema=ClaimVerdicts,
+            name="hallucination_verdicts",
+            validate=ClaimVerdictsCheck(),
+        ),
+        generate_score=score,
+        generate_reason=JudgePrompt(
+            instructions=_REASON_INSTRUCTIONS,
+            prompt=reason_prompt,
+            output_schema=Reason,
+            name="hallucination_reason",
+        ),
+        options={
+            "context": None if context is None else list(context),
+            "context_extractor": context_extractor,
+            "scale": float(scale),
+        },
+    )
