@@ -21,8 +21,24 @@ from tracescore.scorers._base import (
 )
 from tracescore.scorers._prompt import data_block, data_blocks
 from tracescore.scorers.answer_relevancy import create_answer_relevancy_scorer
+from tracescore.scorers.answer_similarity import create_answer_similarity_scorer
+from tracescore.scorers.bias import create_bias_scorer
+from tracescore.scorers.completeness import create_completeness_scorer
 from tracescore.scorers.content_similarity import create_content_similarity_scorer
 from tracescore.scorers.context_precision import create_context_precision_scorer
+from tracescore.scorers.context_recall import create_context_recall_scorer
+from tracescore.scorers.context_relevance import create_context_relevance_scorer
+from tracescore.scorers.faithfulness import create_faithfulness_scorer
+from tracescore.scorers.hallucination import create_hallucination_scorer
+from tracescore.scorers.keyword_coverage import create_keyword_coverage_scorer
+from tracescore.scorers.noise_sensitivity import create_noise_sensitivity_scorer
+from tracescore.scorers.prompt_alignment import create_prompt_alignment_scorer
+from tracescore.scorers.summarization import create_summarization_scorer
+from tracescore.scorers.textual_difference import create_textual_difference_scorer
+from tracescore.scorers.tone_consistency import create_tone_consistency_scorer
+from tracescore.scorers.tool_call_accuracy import create_tool_call_accuracy_scorer_llm
+from tracescore.scorers.tool_call_accuracy_code import create_tool_call_accuracy_scorer_code
+from tracescore.scorers.toxicity import create_toxicity_scorer
 
 __all__ = [
     "JudgePrompt",
@@ -31,9 +47,25 @@ __all__ = [
     "Scorer",
     "ScorerRun",
     "create_answer_relevancy_scorer",
+    "create_answer_similarity_scorer",
+    "create_bias_scorer",
+    "create_completeness_scorer",
     "create_content_similarity_scorer",
     "create_context_precision_scorer",
+    "create_context_recall_scorer",
+    "create_context_relevance_scorer",
+    "create_faithfulness_scorer",
+    "create_hallucination_scorer",
+    "create_keyword_coverage_scorer",
+    "create_noise_sensitivity_scorer",
+    "create_prompt_alignment_scorer",
     "create_scorer",
+    "create_summarization_scorer",
+    "create_textual_difference_scorer",
+    "create_tone_consistency_scorer",
+    "create_tool_call_accuracy_scorer_code",
+    "create_tool_call_accuracy_scorer_llm",
+    "create_toxicity_scorer",
     "data_block",
     "data_blocks",
 ]

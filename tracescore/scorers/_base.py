@@ -10,6 +10,9 @@ A scorer runs up to four steps in order, modelled on the Mastra evals' scorer pi
 Each step is a plain function (sync or async) taking a ``ScorerRun``, or a ``JudgePrompt`` that
 asks the LLM judge. Any step may stop the pipeline by raising (or returning) ``NotScorable``.
 Scorers are pure: texts in, ``ScoreResult`` out; they know nothing of spans.
+
+Opt-in, a judged ``analyze`` step can also write the reason (``reason_in_analyze=``; prebuilt
+factories expose it as ``reason="inline"``), saving the reason call: see ``Scorer``.
 """
 
 from __future__ import annotations
@@ -38,11 +41,14 @@ from tracescore.scorers._text import (
 )
 
 __all__ = [
+    "INLINE_REASON_REQUEST",
     "JudgePrompt",
     "NotScorable",
+    "ReasonMode",
     "ScoreResult",
     "Scorer",
     "ScorerRun",
+    "check_reason_mode",
     "create_scorer",
 ]
 
@@ -50,6 +56,16 @@ Requirement: TypeAlias = Literal["input", "output", "ground_truth", "context", "
 _REQUIREMENTS: frozenset[str] = frozenset(
     {"input", "output", "ground_truth", "context", "tool_calls"}
 )
+ReasonMode: TypeAlias = Literal["step", "inline"]
+
+# Appended to the analyze instructions in inline-reason mode. The score does not exist yet when
+# the judge writes this, so the request is a summary of the verdicts, never a score.
+INLINE_REASON_REQUEST = """\
+In the same answer, after all the other fields, fill "reason": two or three sentences for a \
+developer who reads them next to a trace, summarising your judgements above as a whole: what \
+speaks for the evaluated text and what speaks against it. The score is computed from your \
+judgements afterwards and you do not know it: do not state a score, a percentage or a grade."""
+
 _STEP_LABELS = {
     "preprocess": "preprocess",
     "analyze": "analyze",
@@ -287,6 +303,21 @@ class Scorer:
         model: the ``model=`` given (a string, a ``Judge`` or ``None`` for the default judge,
             resolved at each run so a scorer created before ``configure()`` uses its judge).
         options: the scorer's effective options (defaults merged with what was given).
+        reason_in_analyze: ``True`` when the judged ``analyze`` step also writes the reason.
+
+    Inline reason (``reason_in_analyze=``): the ``analyze`` ``JudgePrompt``'s schema gets a
+    ``reason`` string field after its own fields and its instructions get
+    ``INLINE_REASON_REQUEST`` (plus the scorer's own focus, when a string is given), so the
+    reason arrives with the verdicts and no reason call is made: one judge call fewer (3 -> 2
+    with a preprocess step, 2 -> 1 without), and the reason call's prompt (which re-sends the
+    texts and the verdicts) is saved. The score is computed exactly as before, from the same
+    verdicts; ``analyze_step_result`` keeps its usual shape (the reason is taken out of it and
+    becomes ``ScoreResult.reason``); ``generate_reason_prompt`` is ``None``.
+
+    The trade-off: the inline reason is written before the score exists, so it summarises the
+    verdicts instead of explaining a number. It cannot cite the final score or how the formula
+    weighs the verdicts (e.g. an ``unsure`` verdict counting 0.3), and the judge is told not to
+    guess one. A blank inline reason is invalid output and gets the usual repair retry.
     """
 
     def __init__(
@@ -308,6 +339,7 @@ class Scorer:
         round_score: bool | None = None,
         options: Mapping[str, Any] | None = None,
         run_inputs: Iterable[str] = (),
+        reason_in_analyze: bool | str = False,
     ) -> None:
         if not isinstance(id, str) or not re.fullmatch(r"[a-z0-9][a-z0-9_.-]*", id):
             raise ConfigurationError(
@@ -334,6 +366,8 @@ class Scorer:
         }
         for step_name, step in steps.items():
             _check_step(id, step_name, step)
+        if reason_in_analyze is not False:
+            steps["analyze"] = _inline_reason_step(id, analyze, generate_reason, reason_in_analyze)
 
         self.id: str = id
         self.description: str = description
@@ -347,8 +381,10 @@ class Scorer:
         self.uses_tool_calls: bool = "tool_calls" in requires
         self.run_inputs: tuple[str, ...] = tuple(run_inputs)
         for name in self.run_inputs:
-            if not isinstance(name, str) or not name.isidentifier() or name in (
-                "input", "output", "ground_truth", "context", "tool_calls"
+            if (
+                not isinstance(name, str)
+                or not name.isidentifier()
+                or name in ("input", "output", "ground_truth", "context", "tool_calls")
             ):
                 raise ConfigurationError(
                     f"scorer {id!r}: run_inputs names extra keyword arguments of run(), such "
@@ -357,6 +393,7 @@ class Scorer:
         self.higher_is_better: bool = higher_is_better
         self.scale: float = float(scale)
         self.options: Mapping[str, Any] = MappingProxyType(dict(options or {}))
+        self.reason_in_analyze: bool = reason_in_analyze is not False
         self._steps = steps
         self._requires = requires
         self._context = context_texts(context) if context is not None else None
@@ -427,6 +464,7 @@ class Scorer:
         try:
             run = self._prepare(input, output, ground_truth, context, extra)
             self._check_requirements(run)
+            inline_reason = ""
             for step in ("preprocess", "analyze"):
                 spec = self._steps[step]
                 if spec is None:
@@ -435,6 +473,9 @@ class Scorer:
                 if step == "preprocess":
                     run = dataclasses.replace(run, preprocess_result=result)
                 else:
+                    if self.reason_in_analyze:
+                        # The step result keeps the shape the score function expects.
+                        inline_reason = str(result.pop(_INLINE_REASON_FIELD)).strip()
                     run = dataclasses.replace(run, analyze_result=result)
             step = "generate_score"
             score_spec = self._steps["generate_score"]
@@ -442,7 +483,7 @@ class Scorer:
             score = await self._score_step(score_spec, run, accounting)
             run = dataclasses.replace(run, score=score)
             step = "generate_reason"
-            reason = ""
+            reason = inline_reason
             if self._steps["generate_reason"] is not None:
                 reason = await self._reason_step(self._steps["generate_reason"], run, accounting)
         except NotScorable as stop:
@@ -488,13 +529,16 @@ class Scorer:
         if "ground_truth" in self._requires and not run.ground_truth_text.strip():
             raise NotScorable("no ground truth was given to compare the output with")
         if "tool_calls" in self._requires and run.tool_calls is None:
-            raise NotScorable("no tool calls were given (pass tool_calls=[...] or an output "
-                              "with assistant tool_calls)")
+            raise NotScorable(
+                "no tool calls were given (pass tool_calls=[...] or an output "
+                "with assistant tool_calls)"
+            )
         for name in self.run_inputs:
             value = run.extra.get(name)
             if value is None or (isinstance(value, str) and not value.strip()):
-                raise NotScorable(f"no {name} was given: pass {name}=... to run() or the "
-                                  "scorer factory")
+                raise NotScorable(
+                    f"no {name} was given: pass {name}=... to run() or the scorer factory"
+                )
         if "context" in self._requires and not any(p.strip() for p in run.context or []):
             raise NotScorable("the context is empty: there are no context pieces to judge")
 
@@ -598,6 +642,7 @@ def create_scorer(
     higher_is_better: bool = True,
     scale: float = 1.0,
     round_score: bool | None = None,
+    reason_in_analyze: bool | str = False,
 ) -> Scorer:
     """Build a custom scorer from the four steps.
 
@@ -628,12 +673,18 @@ def create_scorer(
         higher_is_better: ``False`` when a lower score is better.
         scale: the maximum score, > 0 (informational: ``generate_score`` applies it).
         round_score: round the score to 2 decimals half up; default: when a judge is used.
+        reason_in_analyze: ``True`` to have the judged ``analyze`` step write the reason too
+            (one judge call fewer; see ``Scorer`` for the trade-off), or a string saying what
+            that reason should focus on, appended to ``INLINE_REASON_REQUEST``. Needs a
+            ``JudgePrompt`` ``analyze`` step whose schema has no ``reason`` field of its own,
+            and no ``generate_reason``. Default ``False``.
 
     Returns:
         A ``Scorer``.
 
     Raises:
-        ConfigurationError: an invalid id, scale, model, requirement or step.
+        ConfigurationError: an invalid id, scale, model, requirement or step, or
+            ``reason_in_analyze`` without a judged ``analyze`` step or with ``generate_reason``.
 
     Example:
         >>> scorer = create_scorer(
@@ -658,7 +709,29 @@ def create_scorer(
         higher_is_better=higher_is_better,
         scale=scale,
         round_score=round_score,
+        reason_in_analyze=reason_in_analyze,
     )
+
+
+def check_reason_mode(reason: object) -> bool:
+    """Check a prebuilt factory's ``reason=`` option; ``True`` for ``"inline"``.
+
+    ``"step"`` (the default of every prebuilt judge scorer) writes the reason in its own judge
+    call, after the score; ``"inline"`` has the analyze call write it (see ``Scorer``).
+
+    Raises:
+        ConfigurationError: ``reason`` is neither ``"step"`` nor ``"inline"``.
+
+    Example:
+        >>> check_reason_mode("inline")
+        True
+    """
+    if reason not in ("step", "inline"):
+        raise ConfigurationError(
+            f'reason must be "step" (a separate judge call after the score) or "inline" '
+            f"(written in the analyze call, one call fewer), got {reason!r}"
+        )
+    return reason == "inline"
 
 
 def check_scale(scale: object) -> None:
@@ -702,6 +775,63 @@ def _check_step(scorer_id: str, step_name: str, step: object) -> None:
             f"scorer {scorer_id!r}: {step_name} must be a function or a JudgePrompt, "
             f"got {type(step).__name__}"
         )
+
+
+_INLINE_REASON_FIELD = "reason"
+
+
+def _inline_reason_step(
+    scorer_id: str, analyze: Step | None, generate_reason: Step | None, request: object
+) -> JudgePrompt:
+    """The ``analyze`` JudgePrompt extended to write the reason as well."""
+    if not (request is True or (isinstance(request, str) and request.strip())):
+        raise ConfigurationError(
+            f"scorer {scorer_id!r}: reason_in_analyze must be False, True or a non-empty "
+            f"string saying what the reason should focus on, got {request!r}"
+        )
+    if not isinstance(analyze, JudgePrompt) or analyze.output_schema is None:
+        raise ConfigurationError(
+            f"scorer {scorer_id!r}: reason_in_analyze needs an analyze step that is a "
+            "JudgePrompt with an output_schema (the judge writes the reason in that call)"
+        )
+    if generate_reason is not None:
+        raise ConfigurationError(
+            f"scorer {scorer_id!r}: reason_in_analyze replaces generate_reason; pass one of them"
+        )
+    base = analyze.output_schema
+    if _INLINE_REASON_FIELD in base.model_fields:
+        raise ConfigurationError(
+            f"scorer {scorer_id!r}: the analyze output_schema {base.__name__} already has a "
+            f"{_INLINE_REASON_FIELD!r} field; rename it to use reason_in_analyze"
+        )
+    from pydantic import Field, create_model
+
+    # A subclass, so that the scorer's own validate() and field access keep working; the new
+    # field comes last so that the judge writes its verdicts before summarising them.
+    schema: type[BaseModel] = create_model(
+        f"{base.__name__}WithReason",
+        __base__=base,
+        reason=(
+            str,
+            Field(description="Two or three sentences summarising the judgements above."),
+        ),
+    )
+    instructions = f"{analyze.instructions.rstrip()}\n\n{INLINE_REASON_REQUEST}"
+    if isinstance(request, str):
+        instructions += f" {request.strip()}"
+    validate = analyze.validate
+
+    def check(parsed: Any, run: ScorerRun) -> None:
+        if validate is not None:
+            validate(parsed, run)
+        if not getattr(parsed, _INLINE_REASON_FIELD).strip():
+            raise ValueError(
+                'the "reason" field is empty: summarise the judgements in two or three sentences'
+            )
+
+    return dataclasses.replace(
+        analyze, instructions=instructions, output_schema=schema, validate=check
+    )
 
 
 def _default_schema_name(scorer_id: str, step: str) -> str:

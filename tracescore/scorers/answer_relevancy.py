@@ -13,7 +13,15 @@ from pydantic import BaseModel, Field, field_validator
 
 from tracescore._errors import ConfigurationError
 from tracescore._judge import Judge
-from tracescore.scorers._base import JudgePrompt, NotScorable, Scorer, ScorerRun, check_scale
+from tracescore.scorers._base import (
+    JudgePrompt,
+    NotScorable,
+    ReasonMode,
+    Scorer,
+    ScorerRun,
+    check_reason_mode,
+    check_scale,
+)
 from tracescore.scorers._prompt import data_block, data_blocks
 from tracescore.scorers._verdicts import YesUnsureNo
 
@@ -84,19 +92,24 @@ three sentences. The score is the share of the answer's statements that address 
 counting statements judged "unsure" at a reduced weight. Say what raised or lowered the score, \
 based on the verdicts given. Do not repeat the formula and do not judge truthfulness."""
 
+_INLINE_REASON_FOCUS = """\
+Say which statements address the question and which drift away from it; do not judge \
+truthfulness."""
+
 
 def create_answer_relevancy_scorer(
     *,
     model: str | Judge | None = None,
     uncertainty_weight: float = 0.3,
     scale: float = 1,
+    reason: ReasonMode = "step",
 ) -> Scorer:
     """Score how relevant an answer is to the question it replies to.
 
     Three judge calls: the answer is split into statements (``preprocess_step_result``:
     ``{"statements": [...]}``); each statement is judged ``yes``/``unsure``/``no`` on whether it
     addresses the question (``analyze_step_result``: ``{"results": [{"result", "reason"}]}``,
-    one per statement, in order); then a reason is written.
+    one per statement, in order); then a reason is written (two calls with ``reason="inline"``).
 
     Score (SCORERS.md, from the Mastra evals' answer relevancy):
     ``(yes + uncertainty_weight * unsure) / statements * scale``, rounded to 2 decimals half up.
@@ -109,6 +122,9 @@ def create_answer_relevancy_scorer(
             configured judge (``configure(judge=...)``, else ``TRACESCORE_JUDGE_MODEL``).
         uncertainty_weight: weight of an ``unsure`` verdict, in [0, 1]. Default 0.3.
         scale: maximum score, > 0. Default 1.
+        reason: ``"step"`` (default): the reason is written in a third call that sees the
+            score; ``"inline"``: the verdicts call also writes it, before the score is known,
+            as a summary of the verdicts (two calls; same score; see ``Scorer``).
 
     Returns:
         A ``Scorer`` with id ``answer-relevancy``.
@@ -133,6 +149,7 @@ def create_answer_relevancy_scorer(
             f"uncertainty_weight must be a number in [0, 1], got {uncertainty_weight!r}"
         )
     check_scale(scale)
+    inline_reason = check_reason_mode(reason)
     weight = float(uncertainty_weight)
 
     def statements_of(run: ScorerRun) -> list[str]:
@@ -205,11 +222,14 @@ def create_answer_relevancy_scorer(
             validate=check_verdicts,
         ),
         generate_score=score,
-        generate_reason=JudgePrompt(
+        generate_reason=None
+        if inline_reason
+        else JudgePrompt(
             instructions=_REASON_INSTRUCTIONS,
             prompt=reason_prompt,
             output_schema=Reason,
             name="answer_relevancy_reason",
         ),
+        reason_in_analyze=_INLINE_REASON_FOCUS if inline_reason else False,
         options={"uncertainty_weight": weight, "scale": float(scale)},
     )

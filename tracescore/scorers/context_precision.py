@@ -14,7 +14,14 @@ from pydantic import BaseModel, Field
 
 from tracescore._errors import ConfigurationError
 from tracescore._judge import Judge
-from tracescore.scorers._base import JudgePrompt, Scorer, ScorerRun, check_scale
+from tracescore.scorers._base import (
+    JudgePrompt,
+    ReasonMode,
+    Scorer,
+    ScorerRun,
+    check_reason_mode,
+    check_scale,
+)
 from tracescore.scorers._prompt import data_block, data_blocks
 from tracescore.scorers._verdicts import YesNo
 
@@ -61,6 +68,10 @@ order: it is high when the useful pieces come first and low when useless pieces 
 them or nothing is useful. Name which pieces (by index) were useful or not and how their \
 positions affected the score, based on the verdicts given. Do not repeat the formula."""
 
+_INLINE_REASON_FOCUS = """\
+Name which pieces (by index) were useful and which were not, and whether useful pieces come \
+before useless ones."""
+
 
 def mean_average_precision(verdicts: Sequence[str]) -> float:
     """Mean Average Precision of relevance verdicts in retrieval order.
@@ -94,13 +105,14 @@ def create_context_precision_scorer(
     context: Sequence[Any] | None = None,
     context_extractor: Callable[[Any, Any], Sequence[Any]] | None = None,
     scale: float = 1,
+    reason: ReasonMode = "step",
 ) -> Scorer:
     """Score whether the context pieces were useful for the answer, rewarding useful ones first.
 
     Two judge calls: each context piece, in order, is judged useful (``yes``) or not (``no``)
     for producing the output given the input (``analyze_step_result``:
     ``{"verdicts": [{"context_index", "verdict", "reason"}]}``, one per piece, in order); then a
-    reason is written.
+    reason is written (one call with ``reason="inline"``).
 
     Score: ``mean_average_precision(verdicts) * scale``, rounded to 2 decimals half up; the
     seed's example ``[yes, no, yes, no]`` gives (1 + 2/3) / 2 = 0.83.
@@ -117,6 +129,9 @@ def create_context_precision_scorer(
         context: fixed context pieces, in retrieval order.
         context_extractor: ``(input, output) -> pieces``, called at each run.
         scale: maximum score, > 0. Default 1.
+        reason: ``"step"`` (default): the reason is written in a second call that sees the
+            score; ``"inline"``: the verdicts call also writes it, before the score is known,
+            as a summary of the verdicts (one call; same score; see ``Scorer``).
 
     Returns:
         A ``Scorer`` with id ``context-precision``.
@@ -135,6 +150,7 @@ def create_context_precision_scorer(
         1.0
     """
     check_scale(scale)
+    inline_reason = check_reason_mode(reason)
     if context is not None and (
         isinstance(context, (str, bytes)) or not isinstance(context, Sequence)
     ):
@@ -192,12 +208,15 @@ def create_context_precision_scorer(
             validate=check_verdicts,
         ),
         generate_score=score,
-        generate_reason=JudgePrompt(
+        generate_reason=None
+        if inline_reason
+        else JudgePrompt(
             instructions=_REASON_INSTRUCTIONS,
             prompt=reason_prompt,
             output_schema=Reason,
             name="context_precision_reason",
         ),
+        reason_in_analyze=_INLINE_REASON_FOCUS if inline_reason else False,
         options={
             "context": None if context is None else list(context),
             "context_extractor": context_extractor,

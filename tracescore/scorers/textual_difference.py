@@ -1,0 +1,136 @@
+"""Textual difference: character-level similarity by longest common subsequence. No judge.
+
+Semantics follow SCORERS.md (``2 * LCS / (len(a) + len(b))``); the Mastra evals' textual
+difference scorer uses a ``difflib``-style matching-blocks ratio instead, which is not a true
+LCS and depends on junk heuristics. Code is tracescore's own.
+
+The LCS length comes from rapidfuzz (``rapidfuzz.distance.LCSseq``): MIT, well maintained,
+C++ with wheels for every platform, bit-parallel and therefore fast on long texts, where a
+Python dynamic programme would be quadratic.
+"""
+
+from __future__ import annotations
+
+import unicodedata
+from typing import Any
+
+from tracescore._errors import ConfigurationError
+from tracescore.scorers._base import NotScorable, Scorer, ScorerRun
+from tracescore.scorers._text import input_text
+
+__all__ = ["create_textual_difference_scorer", "lcs_similarity"]
+
+SCORER_ID = "textual-difference"
+
+
+def _lcs_length(first: str, second: str) -> int:
+    from rapidfuzz.distance import LCSseq
+
+    return int(LCSseq.similarity(first, second))
+
+
+def lcs_similarity(first: str, second: str) -> float:
+    """``2 * LCS(first, second) / (len(first) + len(second))`` over characters.
+
+    ``LCS`` is the length of the longest common subsequence (characters in the same order, not
+    necessarily adjacent). Two empty strings are identical: 1. Characters are Unicode code
+    points; no normalisation happens here.
+
+    Args:
+        first: a string.
+        second: a string.
+
+    Returns:
+        A float in [0, 1]: 1 for equal strings, 0 when no character is shared.
+
+    Example:
+        >>> lcs_similarity("kitten", "sitting")  # LCS "ittn": 2 * 4 / 13
+        0.6153846153846154
+    """
+    total = len(first) + len(second)
+    if total == 0:
+        return 1.0
+    return 2 * _lcs_length(first, second) / total
+
+
+def create_textual_difference_scorer() -> Scorer:
+    """Score how close the output's text is to a reference text, character by character.
+
+    The reference is ``ground_truth`` when given, else the judged question (the first user
+    message), as for ``content-similarity``; Mastra's scorer always compares with the input.
+    Both texts are put in Unicode NFC form (so a precomposed and a decomposed ``é`` are the same
+    character); case, whitespace and punctuation count. Not rounded; no judge.
+
+    Formula (SCORERS.md): ``2 * LCS(output, reference) / (len(output) + len(reference))`` with
+    a true longest common subsequence (``lcs_similarity``). 1 means identical text; despite the
+    scorer's name, higher is more similar.
+
+    ``preprocess_step_result``: ``{"lcs_length", "output_length", "reference_length",
+    "length_difference"}`` with the lengths in characters and ``length_difference`` =
+    ``|output_length - reference_length| / max(output_length, reference_length)``.
+
+    Not scorable: an empty output, or no reference text (no ground truth and no input).
+
+    Returns:
+        A ``Scorer`` with id ``textual-difference``.
+
+    Raises:
+        ConfigurationError: rapidfuzz is not installed.
+
+    Example:
+        >>> scorer = create_textual_difference_scorer()
+        >>> scorer.run(output="colour", ground_truth="color").score  # LCS 5: 10 / 11
+        0.9090909090909091
+    """
+    try:
+        import rapidfuzz.distance  # noqa: F401 - fail at creation, not at the first score
+    except ImportError as exc:  # pragma: no cover - rapidfuzz is a dependency of tracescore
+        raise ConfigurationError(
+            "the textual-difference scorer needs rapidfuzz: pip install 'rapidfuzz>=3,<4'"
+        ) from exc
+
+    def reference(run: ScorerRun) -> tuple[str, str]:
+        if run.ground_truth is not None:
+            return "ground truth", run.ground_truth_text
+        return "input", input_text(run.input)
+
+    def preprocess(run: ScorerRun) -> dict[str, Any]:
+        label, text = reference(run)
+        if not text.strip():
+            raise NotScorable(f"there is no reference text to compare with (the {label} is empty)")
+        output = unicodedata.normalize("NFC", run.output_text)
+        ref = unicodedata.normalize("NFC", text)
+        longest = max(len(output), len(ref))
+        return {
+            "lcs_length": _lcs_length(output, ref),
+            "output_length": len(output),
+            "reference_length": len(ref),
+            "length_difference": abs(len(output) - len(ref)) / longest,
+        }
+
+    def score(run: ScorerRun) -> float:
+        assert run.preprocess_result is not None
+        result = run.preprocess_result
+        lengths = result["output_length"] + result["reference_length"]
+        return 2 * int(result["lcs_length"]) / int(lengths)
+
+    def reason(run: ScorerRun) -> str:
+        assert run.preprocess_result is not None
+        result = run.preprocess_result
+        label, _ = reference(run)
+        return (
+            f"The output ({result['output_length']} characters) and the {label} "
+            f"({result['reference_length']} characters) share a common subsequence of "
+            f"{result['lcs_length']} characters: similarity {run.score:.4g} (1 means identical)."
+        )
+
+    return Scorer(
+        id=SCORER_ID,
+        description="Character-level LCS similarity of the output to a reference (1 = identical).",
+        requires=("output",),
+        preprocess=preprocess,
+        generate_score=score,
+        generate_reason=reason,
+        round_score=False,
+        options={},
+    )

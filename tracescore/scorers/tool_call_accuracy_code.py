@@ -1,0 +1,176 @@
+"""Tool call accuracy, code variant: did the agent call the expected tool(s)? No judge.
+
+Semantics follow SCORERS.md and the Mastra evals' code-based tool-call-accuracy scorer; code is
+tracescore's own. The LLM variant (is each call appropriate for the request?) lives in
+``tool_call_accuracy``; both report under the scorer id ``tool-call-accuracy``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from itertools import pairwise
+from typing import Any
+
+from tracescore._errors import ConfigurationError
+from tracescore.scorers._base import Scorer, ScorerRun
+
+__all__ = ["create_tool_call_accuracy_scorer_code", "tool_order_respected"]
+
+SCORER_ID = "tool-call-accuracy"
+
+
+def tool_order_respected(called: Sequence[str], expected: Sequence[str], *, strict: bool) -> bool:
+    """Whether the tools were called in the expected order.
+
+    Rule (SCORERS.md, from the Mastra evals): strict, the calls are exactly ``expected`` (same
+    names, same order, nothing else); otherwise each expected tool was called and the first
+    calls of the expected tools come in the expected order (other calls may come before, in
+    between or after).
+
+    Args:
+        called: the names of the tools called, in call order.
+        expected: the expected names, in order.
+        strict: require the exact list.
+
+    Example:
+        >>> tool_order_respected(["search", "log", "book"], ["search", "book"], strict=False)
+        True
+        >>> tool_order_respected(["book", "search", "book"], ["search", "book"], strict=False)
+        False
+    """
+    if strict:
+        return list(called) == list(expected)
+    positions = []
+    for name in expected:
+        if name not in called:
+            return False
+        positions.append(list(called).index(name))
+    return all(earlier < later for earlier, later in pairwise(positions))
+
+
+def _check_name(value: object, what: str) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise ConfigurationError(f"{what} must be a non-empty tool name, got {value!r}")
+    return value
+
+
+def create_tool_call_accuracy_scorer_code(
+    *,
+    expected_tool: str | None = None,
+    expected_tool_order: Sequence[str] | None = None,
+    strict_mode: bool = False,
+) -> Scorer:
+    """Score 1 when the agent called the expected tool (or tools in order), else 0.
+
+    Give exactly one of:
+
+    - ``expected_tool``: 1 when a call of that tool is among the calls (``strict_mode``: it is
+      the only call);
+    - ``expected_tool_order``: 1 when ``tool_order_respected`` (``strict_mode``: the calls are
+      exactly that list; otherwise the first call of each expected tool comes in that order).
+
+    Tool calls come from ``run(tool_calls=[...])`` (dicts or objects with a ``name``, or
+    OpenAI-style ``{"function": {"name": ...}}``) or from the ``tool_calls`` of assistant
+    messages in an output message list. An empty list means no tool was called: score 0.
+    Names are compared exactly (case counts). Not rounded; no judge.
+
+    Formula: SCORERS.md's "tool-call-accuracy (code)", from the Mastra evals'
+    ``createToolCallAccuracyScorerCode``.
+
+    ``preprocess_step_result``: ``{"called_tools": [...], "expected_tool",
+    "expected_tool_order", "strict_mode"}``.
+
+    Not scorable: no tool calls were given at all (no ``tool_calls=`` and no message list).
+
+    Args:
+        expected_tool: the tool that should have been called.
+        expected_tool_order: the tools that should have been called, in order. Without
+            ``strict_mode`` a name may appear only once (only first calls are compared).
+        strict_mode: require the exact calls (see above). Default ``False``.
+
+    Returns:
+        A ``Scorer`` with id ``tool-call-accuracy``.
+
+    Raises:
+        ConfigurationError: neither or both of ``expected_tool`` and ``expected_tool_order``
+            are given, a name is empty, ``expected_tool_order`` is empty or repeats a name
+            without ``strict_mode``, or ``strict_mode`` is not a bool.
+
+    Example:
+        >>> scorer = create_tool_call_accuracy_scorer_code(expected_tool="get_weather")
+        >>> scorer.run(tool_calls=[{"name": "get_weather", "arguments": {"city": "Oslo"}}]).score
+        1.0
+    """
+    if (expected_tool is None) == (expected_tool_order is None):
+        raise ConfigurationError(
+            "pass exactly one of expected_tool='tool_name' (a tool that must be called) or "
+            "expected_tool_order=['first', 'second'] (tools that must be called in order)"
+        )
+    if not isinstance(strict_mode, bool):
+        raise ConfigurationError(f"strict_mode must be True or False, got {strict_mode!r}")
+    order: list[str] | None = None
+    if expected_tool is not None:
+        _check_name(expected_tool, "expected_tool")
+    else:
+        if isinstance(expected_tool_order, (str, bytes)) or not isinstance(
+            expected_tool_order, Sequence
+        ):
+            raise ConfigurationError(
+                "expected_tool_order must be a list of tool names, "
+                f"got {type(expected_tool_order).__name__}"
+            )
+        order = [_check_name(n, "each name in expected_tool_order") for n in expected_tool_order]
+        if not order:
+            raise ConfigurationError("expected_tool_order must name at least one tool")
+        if not strict_mode and len(set(order)) != len(order):
+            # Only first calls are compared, so a repeated name could never be satisfied.
+            raise ConfigurationError(
+                f"expected_tool_order {order!r} repeats a tool: without strict_mode only the "
+                "first call of each tool is compared; pass strict_mode=True to require the "
+                "exact sequence of calls"
+            )
+
+    def preprocess(run: ScorerRun) -> dict[str, Any]:
+        assert run.tool_calls is not None  # requires=("tool_calls",)
+        return {
+            "called_tools": [call["name"] for call in run.tool_calls],
+            "expected_tool": expected_tool,
+            "expected_tool_order": order,
+            "strict_mode": strict_mode,
+        }
+
+    def score(run: ScorerRun) -> float:
+        assert run.preprocess_result is not None
+        called: list[str] = run.preprocess_result["called_tools"]
+        if order is not None:
+            return 1.0 if tool_order_respected(called, order, strict=strict_mode) else 0.0
+        if strict_mode:
+            return 1.0 if called == [expected_tool] else 0.0
+        return 1.0 if expected_tool in called else 0.0
+
+    def reason(run: ScorerRun) -> str:
+        assert run.preprocess_result is not None
+        called: list[str] = run.preprocess_result["called_tools"]
+        calls = ", ".join(called) if called else "no tool"
+        verdict = "as expected" if run.score == 1 else "not as expected"
+        if order is not None:
+            wanted = " -> ".join(order)
+            rule = "exactly" if strict_mode else "in this order"
+            return f"Called {calls}; expected {rule}: {wanted}: {verdict}."
+        rule = "as the only call" if strict_mode else ""
+        return f"Called {calls}; expected {expected_tool}{' ' + rule if rule else ''}: {verdict}."
+
+    return Scorer(
+        id=SCORER_ID,
+        description="Whether the agent called the expected tool, or tools in the expected order.",
+        requires=("tool_calls",),
+        preprocess=preprocess,
+        generate_score=score,
+        generate_reason=reason,
+        round_score=False,
+        options={
+            "expected_tool": expected_tool,
+            "expected_tool_order": order,
+            "strict_mode": strict_mode,
+        },
+    )
