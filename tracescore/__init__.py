@@ -42,6 +42,16 @@ from ._errors import (
     ScoringError,
     TracescoreError,
 )
+from ._evals import (
+    EvalItem,
+    EvalItemResult,
+    EvalResult,
+    ItemScore,
+    ScorerSummary,
+    TargetError,
+    arun_evals,
+    run_evals,
+)
 from ._exporters import FileSpanExporter
 from ._judge import Judge
 from ._processor import ScoreEvent, Stats
@@ -62,8 +72,12 @@ def __getattr__(name: str) -> Any:
 
 __all__ = [
     "ConfigurationError",
+    "EvalItem",
+    "EvalItemResult",
+    "EvalResult",
     "FileSpanExporter",
     "InvalidJudgeOutputError",
+    "ItemScore",
     "Judge",
     "JudgeError",
     "JudgeRateLimitedError",
@@ -72,18 +86,22 @@ __all__ = [
     "NoJudgeConfiguredError",
     "ScoreEvent",
     "ScorerError",
+    "ScorerSummary",
     "ScoringError",
     "ScoringRule",
     "Stats",
+    "TargetError",
     "Tracescore",
     "TracescoreError",
     "__version__",
     "agent",
+    "arun_evals",
     "bind_context",
     "configure",
     "force_flush",
     "llm",
     "retrieval",
+    "run_evals",
     "scorers",
     "shutdown",
     "stats",

@@ -6,8 +6,11 @@ event's attribute names; nothing else.
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import math
 import time
+from dataclasses import dataclass
 from typing import Any
 
 from opentelemetry.sdk.trace import Event, ReadableSpan
@@ -15,7 +18,7 @@ from opentelemetry.sdk.trace import Event, ReadableSpan
 from . import _semconv as sc
 from ._errors import ScoringError
 from ._processor import CompiledRule, ScoreEvent, _Inputs
-from ._serialize import truncate
+from ._serialize import truncate, utf8_safe
 
 logger = logging.getLogger("tracescore")
 
@@ -42,18 +45,11 @@ async def score_event(
 ) -> tuple[Event, ScoreEvent]:
     """Run ``rule.scorer`` on a span's inputs and build the event that reports the outcome.
 
-    Never raises: a scorer failure becomes an event with ``error.type``.
+    Never raises (cancellation of the job aside): a scorer failure, ``BaseException``s such as
+    ``SystemExit`` included, becomes an event with ``error.type``.
     """
     scorer = rule.scorer
     scorer_id = str(getattr(scorer, "id", "custom"))
-    attrs: dict[str, Any] = {
-        sc.GEN_AI_EVALUATION_NAME: scorer_id,
-        sc.TRACESCORE_SAMPLE_RATE: float(rule.sample_rate),
-    }
-    result: Any = None
-    score: float | None = None
-    label: str | None = None
-    error_type: str | None = None
     try:
         kwargs: dict[str, Any] = {"input": inputs.input, "output": inputs.output}
         for name, extract in rule.extractors.items():
@@ -62,29 +58,24 @@ async def score_event(
             kwargs["context"] = documents or []
         if getattr(scorer, "uses_tool_calls", False) and "tool_calls" not in kwargs:
             kwargs["tool_calls"] = tool_calls or []
-        result = await scorer.arun(**kwargs)
-        raw = getattr(result, "score", None)
-        score = None if raw is None else float(raw)
-        explanation = str(getattr(result, "reason", "") or "")
-        label = label_for(score, rule.threshold, bool(getattr(scorer, "higher_is_better", True)))
-        model = getattr(result, "judge_model", None)
-        if model:
-            attrs[sc.TRACESCORE_JUDGE_MODEL] = str(model)
-    except ScoringError as exc:
-        error_type = exc.error_type
-        explanation = str(exc) or error_type
     except Exception as exc:
-        error_type = "scorer_error"
-        explanation = f"{type(exc).__name__}: {exc}"
-        logger.warning("tracescore scorer %r raised; recorded as error.type=scorer_error",
-                       scorer_id, exc_info=True)
-    if score is not None:
-        attrs[sc.GEN_AI_EVALUATION_SCORE_VALUE] = score
-    if label is not None:
-        attrs[sc.GEN_AI_EVALUATION_SCORE_LABEL] = label
-    attrs[sc.GEN_AI_EVALUATION_EXPLANATION] = truncate(explanation, _MAX_EXPLANATION)
-    if error_type is not None:
-        attrs[sc.ERROR_TYPE] = error_type
+        outcome = _failed(scorer_id, exc)
+    else:
+        try:
+            outcome = await run_scorer(scorer, kwargs)
+        except BaseException as exc:  # noqa: BLE001 - on the worker thread nothing may escape
+            if _cancelled():
+                raise
+            outcome = _failed(scorer_id, exc)
+    label = None
+    if outcome.error_type is None:
+        label = label_for(
+            outcome.score, rule.threshold, bool(getattr(scorer, "higher_is_better", True))
+        )
+    attrs = evaluation_attributes(
+        scorer_id, outcome, label=label, sample_rate=float(rule.sample_rate)
+    )
+    score, error_type, result = outcome.score, outcome.error_type, outcome.result
     ctx = span.context
     assert ctx is not None
     event = Event(sc.GEN_AI_EVALUATION_RESULT_EVENT, attrs, timestamp=time.time_ns())
@@ -100,3 +91,91 @@ async def score_event(
         attributes=dict(attrs),
         result=result,
     )
+
+
+@dataclass(frozen=True)
+class ScorerOutcome:
+    """What one scorer run came to, errors included (``run_scorer`` never raises).
+
+    Attributes:
+        result: the scorer's result object (a ``ScoreResult``), or None when it failed.
+        score: the score as a float, or None (not scorable, or failed).
+        explanation: the scorer's reason, or what went wrong.
+        error_type: None, or the low-cardinality ``error.type`` of the failure.
+        judge_model: the judge's model string when a judge was called.
+    """
+
+    result: Any
+    score: float | None
+    explanation: str
+    error_type: str | None
+    judge_model: str | None = None
+
+
+def _failed(scorer_id: str, exc: BaseException) -> ScorerOutcome:
+    try:
+        text = str(exc)
+    except Exception:
+        text = ""
+    if isinstance(exc, ScoringError):
+        return ScorerOutcome(None, None, text or exc.error_type, exc.error_type)
+    logger.warning("tracescore scorer %r raised; recorded as error.type=scorer_error",
+                   scorer_id, exc_info=exc)
+    return ScorerOutcome(None, None, f"{type(exc).__name__}: {text}", "scorer_error")
+
+
+def _cancelled() -> bool:
+    """Whether the running task is being cancelled (as opposed to a scorer leaking a
+    ``CancelledError`` of its own, e.g. from an inner timeout)."""
+    try:
+        task = asyncio.current_task()
+    except RuntimeError:
+        return False
+    return task is not None and task.cancelling() > 0
+
+
+async def run_scorer(scorer: Any, kwargs: dict[str, Any]) -> ScorerOutcome:
+    """Await ``scorer.arun(**kwargs)`` and classify the outcome; never raises (cancellation
+    aside). Shared by the span processor and ``run_evals`` so both report failures alike: a
+    ``ScoringError`` keeps its ``error_type``, anything else (a score that is not a finite
+    number, a ``CancelledError`` the scorer leaked while its task was not cancelled) is
+    ``scorer_error``."""
+    scorer_id = str(getattr(scorer, "id", "custom"))
+    try:
+        result = await scorer.arun(**kwargs)
+        raw = getattr(result, "score", None)
+        score = None if raw is None else float(raw)
+        if score is not None and not math.isfinite(score):
+            raise ValueError(f"the scorer returned a score that is not a finite number: {raw!r}")
+        explanation = str(getattr(result, "reason", "") or "")
+        model = getattr(result, "judge_model", None)
+    except asyncio.CancelledError as exc:
+        if _cancelled():
+            raise
+        return _failed(scorer_id, exc)
+    except Exception as exc:
+        return _failed(scorer_id, exc)
+    return ScorerOutcome(result, score, explanation, None, str(model) if model else None)
+
+
+def evaluation_attributes(
+    scorer_id: str, outcome: ScorerOutcome, *, label: str | None, sample_rate: float
+) -> dict[str, Any]:
+    """The attributes of one ``gen_ai.evaluation.result`` event (CONTRACT §4), the same for
+    online scores and ``run_evals``."""
+    attrs: dict[str, Any] = {
+        sc.GEN_AI_EVALUATION_NAME: scorer_id,
+        sc.TRACESCORE_SAMPLE_RATE: float(sample_rate),
+    }
+    if outcome.judge_model:
+        attrs[sc.TRACESCORE_JUDGE_MODEL] = outcome.judge_model
+    if outcome.score is not None:
+        attrs[sc.GEN_AI_EVALUATION_SCORE_VALUE] = outcome.score
+    if label is not None:
+        attrs[sc.GEN_AI_EVALUATION_SCORE_LABEL] = label
+    attrs[sc.GEN_AI_EVALUATION_EXPLANATION] = utf8_safe(
+        truncate(outcome.explanation, _MAX_EXPLANATION)
+    )
+    if outcome.error_type is not None:
+        attrs[sc.ERROR_TYPE] = outcome.error_type
+    return attrs

@@ -1,0 +1,354 @@
+"""The ``tracescore`` command line: ``tracescore eval`` runs ``run_evals`` for CI.
+
+Exit codes: 0 when the verdict is ``passed`` (or ``scored`` without ``--fail-on-scored``), 1 when
+it is ``failed`` (or ``scored`` with ``--fail-on-scored``), 2 when the run could not be made (bad
+arguments, data, target or scorer; a missing judge).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import importlib.util
+import inspect
+import os
+import re
+import sys
+import traceback
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+__all__ = ["EXIT_FAILED", "EXIT_PASSED", "EXIT_USAGE", "main"]
+
+EXIT_PASSED = 0
+EXIT_FAILED = 1
+EXIT_USAGE = 2
+
+_SCORER_ID = re.compile(r"[a-z0-9][a-z0-9-]*")
+_FACTORY = re.compile(r"create_([a-z0-9_]+)_scorer")
+
+
+class UsageError(Exception):
+    """A problem the user must fix before the run can be made (exit code 2)."""
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="tracescore",
+        description="tracescore: quality scores for LLM agents, online and in CI.",
+    )
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+    commands.required = True
+
+    ev = commands.add_parser(
+        "eval",
+        help="run a target over a dataset, score it, and exit with the verdict",
+        description=(
+            "Call TARGET with each item's input, score every output, print a table and exit "
+            "0 (passed), 1 (failed; or scored with --fail-on-scored) or 2 (could not run). "
+            "Verdict: failed when a gate does not reach its best score on every item; scored "
+            "when a threshold is missed or anything raised; passed otherwise."
+        ),
+    )
+    ev.add_argument("data", metavar="DATA", help="a .jsonl, .json or .csv file of items")
+    ev.add_argument(
+        "--target",
+        required=True,
+        metavar="MODULE:FUNCTION",
+        help="the callable to evaluate: module:function (imported with the working directory "
+        "on sys.path) or path/to/file.py:function",
+    )
+    ev.add_argument(
+        "--scorer",
+        action="append",
+        default=[],
+        metavar="ID[:THRESHOLD]",
+        help="a scorer id (e.g. answer-relevancy, content-similarity:0.8); repeatable",
+    )
+    ev.add_argument(
+        "--gate",
+        action="append",
+        default=[],
+        metavar="ID",
+        help="a scorer that must reach its best score on every item (a --scorer with the "
+        "same id becomes this gate; its threshold no longer applies); repeatable",
+    )
+    ev.add_argument(
+        "--concurrency",
+        type=int,
+        default=1,
+        metavar="N",
+        help="items in flight at once (default 1)",
+    )
+    ev.add_argument(
+        "--judge",
+        metavar="MODEL",
+        help="litellm model string of the judge for LLM scorers (default: "
+        "TRACESCORE_JUDGE_MODEL, or the judge the target module configured)",
+    )
+    ev.add_argument("--name", metavar="NAME", help="experiment name (default: the function's)")
+    ev.add_argument("--report", metavar="FILE", help="write the full result as JSON")
+    ev.add_argument("--junit", metavar="FILE", help="write JUnit XML (one testcase per scorer)")
+    ev.add_argument(
+        "--fail-on-scored", action="store_true", help="exit 1 on the verdict 'scored' too"
+    )
+    ev.add_argument(
+        "--progress",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="progress bar on stderr (default: when stderr is a terminal)",
+    )
+    ev.add_argument(
+        "--trace",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="trace the run (experiment and item spans with the scores as events). Default: "
+        "when the target module configured tracescore, or OTEL_EXPORTER_OTLP_[TRACES_]ENDPOINT "
+        "is set",
+    )
+
+    commands.add_parser("scorers", help="list the scorer ids tracescore eval accepts")
+    return parser
+
+
+# -- scorers ------------------------------------------------------------------------------------
+
+
+def available_scorers() -> dict[str, Callable[..., Any]]:
+    """Scorer id -> factory, for every ``create_<id>_scorer`` exported by ``tracescore.scorers``."""
+    import tracescore.scorers as package
+
+    found = {}
+    for name in dir(package):
+        match = _FACTORY.fullmatch(name)
+        factory = getattr(package, name)
+        if match and callable(factory):
+            found[match.group(1).replace("_", "-")] = factory
+    return dict(sorted(found.items()))
+
+
+def _factory(scorer_id: str) -> Callable[..., Any]:
+    if not _SCORER_ID.fullmatch(scorer_id):
+        raise UsageError(f"{scorer_id!r} is not a scorer id (lowercase, e.g. answer-relevancy)")
+    factories = available_scorers()
+    if scorer_id in factories:
+        return factories[scorer_id]
+    # Scorers are added by several people; one may exist as a module before the package
+    # exports it.
+    module_name = scorer_id.replace("-", "_")
+    try:
+        module = importlib.import_module(f"tracescore.scorers.{module_name}")
+    except ImportError:
+        module = None
+    factory = getattr(module, f"create_{module_name}_scorer", None)
+    if callable(factory):
+        return factory  # type: ignore[no-any-return]
+    raise UsageError(f"unknown scorer {scorer_id!r}; available: {', '.join(factories) or 'none'}")
+
+
+def _parse_scorer(text: str) -> tuple[str, float | None]:
+    scorer_id, sep, raw = text.partition(":")
+    if not sep:
+        return scorer_id, None
+    try:
+        threshold = float(raw)
+    except ValueError:
+        raise UsageError(f"--scorer {text}: the threshold {raw!r} is not a number") from None
+    if threshold != threshold or threshold in (float("inf"), float("-inf")):
+        raise UsageError(f"--scorer {text}: the threshold must be a finite number")
+    return scorer_id, threshold
+
+
+def _build_scorer(scorer_id: str, judge: Any) -> Any:
+    factory = _factory(scorer_id)
+    kwargs: dict[str, Any] = {}
+    try:
+        params = inspect.signature(factory).parameters
+    except (TypeError, ValueError):
+        params = {}  # type: ignore[assignment]
+    if judge is not None and "model" in params:
+        kwargs["model"] = judge
+    try:
+        return factory(**kwargs)
+    except TypeError as exc:
+        raise UsageError(
+            f"scorer {scorer_id!r} cannot be built from the command line ({exc}); use "
+            "tracescore.run_evals() in Python to pass its options"
+        ) from None
+
+
+# -- target -------------------------------------------------------------------------------------
+
+
+def load_target(spec: str) -> Callable[..., Any]:
+    """Import ``module:attr`` or ``path/to/file.py:attr`` (``attr`` may be dotted)."""
+    module_part, sep, attr = spec.rpartition(":")
+    if not sep or not module_part or not attr:
+        raise UsageError(f"--target {spec!r}: write module:function or path/to/file.py:function")
+    if module_part.endswith(".py") or "/" in module_part or os.sep in module_part:
+        path = Path(module_part).resolve()
+        if not path.is_file():
+            raise UsageError(f"--target {spec!r}: no file {module_part!r}")
+        # The file's directory goes first on sys.path so that it can import its neighbours.
+        sys.path.insert(0, str(path.parent))
+        name = f"_tracescore_target_{re.sub(r'[^0-9A-Za-z_]', '_', path.stem)}"
+        module_spec = importlib.util.spec_from_file_location(name, path)
+        if module_spec is None or module_spec.loader is None:
+            raise UsageError(f"--target {spec!r}: cannot import {module_part!r}")
+        module = importlib.util.module_from_spec(module_spec)
+        sys.modules[name] = module
+        module_spec.loader.exec_module(module)
+    else:
+        # As ``python -m`` does: modules of the working directory are importable.
+        cwd = os.getcwd()
+        if cwd not in sys.path:
+            sys.path.insert(0, cwd)
+        module = importlib.import_module(module_part)
+    obj: Any = module
+    for part in attr.split("."):
+        try:
+            obj = getattr(obj, part)
+        except AttributeError:
+            raise UsageError(f"--target {spec!r}: {module_part!r} has no {attr!r}") from None
+    if not callable(obj):
+        raise UsageError(f"--target {spec!r} is not callable ({type(obj).__name__})")
+    return obj  # type: ignore[no-any-return]
+
+
+# -- eval -----------------------------------------------------------------------------------------
+
+
+def _has_judge(judge: Any) -> bool:
+    from tracescore import _state
+
+    return judge is not None or _state.default_judge is not None or bool(_state.env_judge_model())
+
+
+def _run_eval(args: argparse.Namespace) -> int:
+    import tracescore
+    from tracescore import _config
+    from tracescore._evals import run_evals
+    from tracescore._evals_report import write_junit, write_report
+
+    if args.concurrency < 1:
+        raise UsageError("--concurrency takes an integer >= 1")
+    if not args.scorer and not args.gate:
+        raise UsageError("name at least one --scorer or --gate")
+    judge = tracescore.Judge(args.judge) if args.judge else None
+    for option, path in (("--report", args.report), ("--junit", args.junit)):
+        if path:
+            # Checked before the run: a long evaluation must not end in an unwritable path.
+            try:
+                Path(path).parent.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise UsageError(f"{option} {path}: cannot create its directory ({exc})") from None
+
+    try:
+        target = load_target(args.target)
+    except UsageError:
+        raise
+    except Exception:
+        raise UsageError(
+            f"importing --target {args.target!r} failed:\n{traceback.format_exc().rstrip()}"
+        ) from None
+
+    configured_here = False
+    if _config.current() is None:
+        wanted = args.trace
+        if wanted is None:
+            wanted = bool(
+                os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT")
+                or os.environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
+            )
+        if wanted:
+            tracescore.configure(judge=judge)
+            configured_here = True
+    elif args.trace is False:
+        # The target module configured tracescore; --no-trace still keeps this run untraced.
+        tracescore.shutdown()
+
+    thresholds: dict[str, float | None] = {}
+    for text in args.scorer:
+        scorer_id, threshold = _parse_scorer(text)
+        if scorer_id in thresholds:
+            raise UsageError(f"--scorer {scorer_id} is given twice")
+        thresholds[scorer_id] = threshold
+    gate_ids = list(dict.fromkeys(args.gate))
+    built: dict[str, Any] = {}
+    for scorer_id in [*thresholds, *gate_ids]:
+        if scorer_id not in built:
+            built[scorer_id] = _build_scorer(scorer_id, judge)
+    for scorer_id, scorer in built.items():
+        if getattr(scorer, "uses_judge", False) and not _has_judge(judge):
+            raise UsageError(
+                f"scorer {scorer_id!r} asks an LLM judge: pass --judge MODEL (a litellm model "
+                "string such as openai/gpt-4o-mini) or set TRACESCORE_JUDGE_MODEL"
+            )
+    scorers = [
+        {"scorer": built[i], "threshold": t} if t is not None else built[i]
+        for i, t in thresholds.items()
+    ]
+    gates = [built[i] for i in gate_ids]
+
+    try:
+        result = run_evals(
+            data=args.data,
+            scorers=scorers,
+            gates=gates,
+            target=target,
+            concurrency=args.concurrency,
+            experiment_name=args.name,
+            progress=args.progress,
+        )
+    finally:
+        if configured_here:
+            tracescore.shutdown()
+        elif _config.current() is not None:
+            tracescore.force_flush()
+
+    print(result.table())
+    if args.report:
+        write_report(result, args.report)
+        print(f"report: {args.report}")
+    if args.junit:
+        write_junit(result, args.junit)
+        print(f"junit: {args.junit}")
+    if result.verdict == "failed" or (result.verdict == "scored" and args.fail_on_scored):
+        return EXIT_FAILED
+    return EXIT_PASSED
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``tracescore`` command (and ``python -m tracescore``).
+
+    Args:
+        argv: the arguments after the program name; default ``sys.argv[1:]``.
+
+    Returns:
+        The exit code: 0 passed, 1 failed, 2 usage or configuration error.
+
+    Example:
+        ``tracescore eval data.jsonl --target agent:answer --scorer content-similarity:0.8
+        --gate answer-relevancy --judge openai/gpt-4o-mini --junit evals.xml``
+    """
+    from tracescore._errors import ConfigurationError
+
+    args = _parser().parse_args(argv)
+    if args.command == "scorers":
+        for scorer_id in available_scorers():
+            print(scorer_id)
+        return EXIT_PASSED
+    try:
+        return _run_eval(args)
+    except (UsageError, ConfigurationError) as exc:
+        print(f"tracescore eval: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except Exception:
+        # Not a verdict: exit 1 must keep meaning "the evaluation failed".
+        print(
+            f"tracescore eval: error: the run could not be completed:\n"
+            f"{traceback.format_exc().rstrip()}",
+            file=sys.stderr,
+        )
+        return EXIT_USAGE

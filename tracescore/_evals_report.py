@@ -1,0 +1,241 @@
+"""Renderings of an ``EvalResult``: a plain-text table, the JSON report and JUnit XML.
+
+JUnit XML follows the shape CI systems read (Jenkins, GitLab, GitHub test reporters): one
+``<testsuite>`` per run, one ``<testcase>`` per scorer (``gate <id>`` for gates) plus one named
+``target`` for the target's own errors, and a ``<failure>`` element on each case that did not
+meet its requirement.
+"""
+
+from __future__ import annotations
+
+import json
+import xml.etree.ElementTree as ET
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ._serialize import to_json
+
+if TYPE_CHECKING:
+    from ._evals_results import EvalItemResult, EvalResult, ScorerSummary
+
+__all__ = ["format_table", "result_to_dict", "to_junit_xml", "write_junit", "write_report"]
+
+# Failure texts list at most this many items, so one broken run cannot write megabytes of XML.
+_MAX_LISTED_ITEMS = 50
+_MAX_MESSAGE_CHARS = 300
+
+
+def _jsonable(value: Any) -> Any:
+    # Uncapped, but safe for anything: cycles, bytes, objects that are not JSON-serialisable.
+    return json.loads(to_json(value, 0))
+
+
+def _num(value: float | None) -> str:
+    return "-" if value is None else f"{value:.4f}"
+
+
+def _requirement(s: ScorerSummary) -> str:
+    if s.threshold is None:
+        return "-"
+    if s.gate:
+        return f"== {s.threshold:g}"
+    return f"{'>=' if s.higher_is_better else '<='} {s.threshold:g}"
+
+
+def format_table(result: EvalResult) -> str:
+    """A fixed-width table of every scorer (mean, requirement, counts, status), the target's
+    errors and the verdict with its reasons."""
+    header = ("scorer", "mean", "required", "scored", "n/s", "errors", "skipped", "status")
+    rows = [header]
+    for s in result.scorers.values():
+        rows.append(
+            (
+                f"gate {s.scorer_id}" if s.gate else s.scorer_id,
+                _num(s.mean),
+                _requirement(s),
+                str(s.scored),
+                str(s.not_scorable),
+                str(s.errors),
+                str(s.skipped),
+                "ok" if s.passed else "FAIL",
+            )
+        )
+    widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
+    lines = []
+    for row in rows:
+        cells = [
+            cell.ljust(width) if i in (0, 2, 7) else cell.rjust(width)
+            for i, (cell, width) in enumerate(zip(row, widths, strict=True))
+        ]
+        lines.append("  ".join(cells).rstrip())
+    total = result.summary["total_items"]
+    errors = result.summary["target_errors"]
+    lines.append("")
+    lines.append(
+        f"{total} item(s), target errors: {errors}, "
+        f"{result.summary['duration_seconds']:.2f} s — experiment {result.experiment_name!r} "
+        f"({result.experiment_id})"
+    )
+    lines.append(f"verdict: {result.verdict}")
+    lines.extend(f"  - {reason}" for reason in result.reasons)
+    return "\n".join(lines)
+
+
+def _score_dict(score: Any) -> dict[str, Any]:
+    result = score.result
+    dumped = None
+    if result is not None:
+        dump = getattr(result, "model_dump", None)
+        dumped = dump(mode="json") if callable(dump) else _jsonable(result)
+    return {
+        "status": score.status,
+        "score": score.score,
+        "label": score.label,
+        "reason": score.reason,
+        "error_type": score.error_type,
+        "result": dumped,
+    }
+
+
+def _item_dict(item_result: EvalItemResult) -> dict[str, Any]:
+    item = item_result.item
+    error = item_result.error
+    return {
+        "index": item.index,
+        "id": item.id,
+        "input": _jsonable(item.input),
+        "ground_truth": _jsonable(item.ground_truth),
+        "metadata": _jsonable(item.metadata),
+        "output": _jsonable(item_result.output),
+        "error": None
+        if error is None
+        else {"type": error.type, "message": error.message, "traceback": error.traceback},
+        "duration_seconds": item_result.duration,
+        "trace_id": item_result.trace_id,
+        "span_id": item_result.span_id,
+        "scores": {k: _score_dict(v) for k, v in item_result.scores.items()},
+    }
+
+
+def result_to_dict(result: EvalResult) -> dict[str, Any]:
+    """The full result as JSON-ready data (the ``--report`` file)."""
+    return {
+        "experiment": {
+            "name": result.experiment_name,
+            "id": result.experiment_id,
+            "started_at": result.started_at.isoformat(),
+            "source": result.source,
+            "trace_id": result.trace_id,
+        },
+        "verdict": result.verdict,
+        "passed": result.passed,
+        "reasons": list(result.reasons),
+        "scores": dict(result.scores),
+        "summary": result.summary,
+        "items": [_item_dict(r) for r in result.items],
+    }
+
+
+def write_report(result: EvalResult, path: str | Path) -> None:
+    """Write ``result_to_dict(result)`` as indented UTF-8 JSON to ``path``."""
+    text = json.dumps(result_to_dict(result), ensure_ascii=False, indent=2)
+    Path(path).write_text(text + "\n", encoding="utf-8")
+
+
+def _short(text: str) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= _MAX_MESSAGE_CHARS else text[: _MAX_MESSAGE_CHARS - 1] + "…"
+
+
+def _failure_lines(result: EvalResult, s: ScorerSummary) -> list[str]:
+    lines = list(s.problems)
+    listed = 0
+    for r in result.items:
+        score = r.scores.get(s.scorer_id)
+        if score is None:
+            continue
+        if score.status == "error":
+            line = f"item {r.item.label}: {score.error_type}: {_short(score.reason)}"
+        elif s.gate and score.status == "skipped":
+            line = f"item {r.item.label}: {_short(score.reason)}"
+        elif score.label == "fail":
+            line = f"item {r.item.label}: score {score.score:.4g}: {_short(score.reason)}"
+        else:
+            continue
+        listed += 1
+        if listed > _MAX_LISTED_ITEMS:
+            lines.append("... (more items; see the JSON report)")
+            break
+        lines.append(line)
+    return lines
+
+
+def to_junit_xml(result: EvalResult) -> str:
+    """The run as a JUnit XML document (a string with an XML declaration)."""
+    suites = ET.Element("testsuites")
+    name = f"tracescore eval {result.experiment_name}"
+    suite = ET.SubElement(suites, "testsuite", name=name)
+    props = ET.SubElement(suite, "properties")
+    for key, value in (
+        ("experiment.id", result.experiment_id),
+        ("verdict", result.verdict),
+        ("total_items", str(result.summary["total_items"])),
+        ("trace_id", result.trace_id or ""),
+    ):
+        ET.SubElement(props, "property", name=key, value=value)
+    classname = f"tracescore.eval.{result.experiment_name}"
+    failures = 0
+    tests = 0
+    for s in result.scorers.values():
+        tests += 1
+        case_name = f"gate {s.scorer_id}" if s.gate else s.scorer_id
+        case = ET.SubElement(suite, "testcase", classname=classname, name=case_name, time="0")
+        if not s.passed:
+            failures += 1
+            message = "; ".join(s.problems)
+            failure = ET.SubElement(
+                case, "failure", message=message, type="gate" if s.gate else "threshold"
+            )
+            failure.text = "\n".join(_failure_lines(result, s))
+        out = ET.SubElement(case, "system-out")
+        out.text = (
+            f"mean={_num(s.mean)} required={_requirement(s)} scored={s.scored} "
+            f"not_scorable={s.not_scorable} errors={s.errors} skipped={s.skipped}"
+        )
+    tests += 1
+    target_case = ET.SubElement(suite, "testcase", classname=classname, name="target", time="0")
+    crashed = [r for r in result.items if r.error is not None]
+    if crashed:
+        failures += 1
+        failure = ET.SubElement(
+            target_case,
+            "failure",
+            message=f"the target raised on {len(crashed)} of {len(result.items)} item(s)",
+            type="target_error",
+        )
+        lines = [
+            f"item {r.item.label}: {r.error.type}: {_short(r.error.message)}"
+            for r in crashed[:_MAX_LISTED_ITEMS]
+            if r.error is not None
+        ]
+        if len(crashed) > _MAX_LISTED_ITEMS:
+            lines.append("... (more items; see the JSON report)")
+        failure.text = "\n".join(lines)
+    duration = f"{result.summary['duration_seconds']:.3f}"
+    suite.set("tests", str(tests))
+    suite.set("failures", str(failures))
+    suite.set("errors", "0")
+    suite.set("skipped", "0")
+    suite.set("time", duration)
+    suite.set("timestamp", result.started_at.replace(tzinfo=None).isoformat(timespec="seconds"))
+    suites.set("tests", str(tests))
+    suites.set("failures", str(failures))
+    suites.set("errors", "0")
+    suites.set("time", duration)
+    ET.indent(suites)
+    return ET.tostring(suites, encoding="unicode", xml_declaration=True) + "\n"
+
+
+def write_junit(result: EvalResult, path: str | Path) -> None:
+    """Write ``to_junit_xml(result)`` to ``path`` (UTF-8)."""
+    Path(path).write_text(to_junit_xml(result), encoding="utf-8")
