@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import atexit
 import logging
+import math
 import os
 import threading
 import weakref
@@ -266,19 +267,21 @@ class Tracescore:
         self.processor.shutdown(ms)
 
 
-def _env_float(name: str, default: float, minimum: float = 0.0) -> float:
+def _env_number(name: str, default: float, integer: bool = False) -> float:
+    """A positive, finite number from the environment; anything else logs a warning and
+    falls back to ``default``."""
     raw = os.environ.get(name, "").strip()
     if not raw:
         return default
     try:
         value = float(raw)
-        if value < minimum:
-            raise ValueError
-        return value
     except ValueError:
-        logger.warning("tracescore: ignoring %s=%r (not a number >= %s); using %s",
-                       name, raw, minimum, default)
+        value = math.nan
+    if not (math.isfinite(value) and value > 0 and (not integer or value == int(value))):
+        logger.warning("tracescore: ignoring %s=%r (not a positive finite %s); using %s",
+                       name, raw, "integer" if integer else "number", default)
         return default
+    return value
 
 
 def _env_bool(name: str) -> bool | None:
@@ -295,10 +298,13 @@ def _env_bool(name: str) -> bool | None:
 
 def _positive(name: str, value: Any, env: str, default: float, integer: bool = False) -> Any:
     if value is None:
-        result = _env_float(env, default, minimum=1 if integer else 0)
+        result = _env_number(env, default, integer)
         return int(result) if integer else result
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
-        raise ConfigurationError(f"configure({name}={value!r}) takes a positive number")
+    if (
+        isinstance(value, bool) or not isinstance(value, (int, float))
+        or not math.isfinite(value) or value <= 0
+    ):
+        raise ConfigurationError(f"configure({name}={value!r}) takes a positive, finite number")
     if integer and int(value) != value:
         raise ConfigurationError(f"configure({name}={value!r}) takes a positive integer")
     return int(value) if integer else float(value)
@@ -335,8 +341,8 @@ def configure(
 ) -> Tracescore:
     """Set tracescore up: spans, scoring rules, judge and export. Keyword arguments only.
 
-    Calling it again replaces the previous configuration (the previous one is flushed and shut
-    down first).
+    Calling it again replaces the previous configuration: the new one takes over, then the
+    previous one is flushed and shut down (within ``min(flush_timeout, 5 s)``).
 
     Args:
         service_name: ``service.name`` of the resource. Default: ``OTEL_SERVICE_NAME``, else
@@ -444,11 +450,6 @@ def configure(
         previous = _current
         if previous is not None:
             _state.payload_sink = None
-            try:
-                previous.shutdown(int(min(previous.flush_timeout, 5.0) * 1000))
-            except Exception:
-                logger.warning("tracescore: shutting down the previous configuration failed",
-                               exc_info=True)
 
         if tracer_provider is not None:
             provider = tracer_provider
@@ -478,7 +479,8 @@ def configure(
         compiled = [rule.compile() for rule in rules]
         worker = BackgroundWorker(concurrency, queue_size)
         processor = ScoringSpanProcessor(
-            export_processor, compiled, worker, score_timeout=timeout, on_score=on_score
+            export_processor, compiled, worker, score_timeout=timeout, on_score=on_score,
+            flush_timeout=flush,
         )
         switch.target = processor
 
@@ -495,6 +497,14 @@ def configure(
         if not _atexit_registered:
             atexit.register(_at_exit)
             _atexit_registered = True
+        if previous is not None:
+            # Only now, with the new processor in place: spans ending meanwhile reach it
+            # instead of an export processor that is shutting down.
+            try:
+                previous.shutdown(int(min(previous.flush_timeout, 5.0) * 1000))
+            except Exception:
+                logger.warning("tracescore: shutting down the previous configuration failed",
+                               exc_info=True)
     logger.debug("tracescore configured: export to %s, %d scoring rule(s)", description,
                  len(rules))
     return instance
@@ -567,6 +577,16 @@ def stats() -> Stats:
     """
     instance = _current
     return instance.stats() if instance is not None else Stats()
+
+
+def _reinit_lock_after_fork() -> None:
+    # A thread that held the lock in the parent does not exist in the child.
+    global _config_lock
+    _config_lock = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_reinit_lock_after_fork)
 
 
 def _at_exit() -> None:

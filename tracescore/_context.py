@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import functools
 from collections.abc import Callable
@@ -31,8 +32,10 @@ def bind_context(func: Callable[..., T]) -> Callable[..., T]:
     """
     captured = contextvars.copy_context()
 
-    @functools.wraps(func)
     def run(*args: Any, **kwargs: Any) -> T:
         return captured.copy().run(func, *args, **kwargs)
 
+    # Metadata is a nicety: a callable whose attributes raise is still bound.
+    with contextlib.suppress(Exception):
+        functools.update_wrapper(run, func)
     return run

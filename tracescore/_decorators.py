@@ -9,9 +9,13 @@ judge, so the hot path stays small.
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import inspect
 import logging
 import os
+import traceback
+from collections import deque
 from collections.abc import Callable
 from typing import Any, TypeVar, overload
 
@@ -23,13 +27,20 @@ from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 from . import _semconv as sc
 from . import _state
 from ._errors import ConfigurationError
-from ._serialize import to_documents, to_json, truncate
+from ._serialize import to_documents, to_json, truncate, utf8_safe
 
 logger = logging.getLogger("tracescore")
 
 F = TypeVar("F", bound=Callable[..., Any])
 
 _SUPPRESS_KEY = getattr(otel_context, "_SUPPRESS_INSTRUMENTATION_KEY", "suppress_instrumentation")
+
+# OpenInference's flattened documents cost three attributes each; past this many they would push
+# the span's own attributes (its kind, its input) out of the SDK's 128-attribute limit.
+_MAX_FLAT_DOCUMENTS = 32
+# Innermost frames kept in an exception event's stack trace: an exception unwinding through N
+# nested decorated calls is recorded N times, so each recording must cost O(1) frames.
+_STACK_FRAMES = 32
 
 _KINDS: dict[str, tuple[str, str, str]] = {
     # kind: (span name prefix / gen_ai.operation.name, openinference kind)
@@ -96,7 +107,7 @@ class _Spec:
     ) -> None:
         prefix, operation, oi_kind = _KINDS[kind]
         self.kind = kind
-        self.name = name or getattr(func, "__qualname__", None) or repr(func)
+        self.name = name or _callable_name(func)
         label = (model or self.name) if kind == "llm" else self.name
         self.span_name = f"{prefix} {label}"
         attrs: dict[str, Any] = {
@@ -119,8 +130,8 @@ class _Spec:
         self.attributes = attrs
         self.capture = capture_content
         try:
-            self.signature: inspect.Signature | None = inspect.signature(func)
-        except (TypeError, ValueError):
+            self.signature: inspect.Signature | None = inspect.signature(_target(func))
+        except Exception:
             self.signature = None
         params = list(self.signature.parameters.values()) if self.signature else []
         self.skip_first = bool(params) and params[0].name in ("self", "cls")
@@ -137,11 +148,12 @@ class _Spec:
             if instance is not None and self.skip_first:
                 names = names[1:]
             if self.simple_params and len(args) + len(kwargs) == len(names):
-                bound = dict(zip(names, args))
+                bound = dict(zip(names, args, strict=False))
                 bound.update(kwargs)
                 return bound
             if self.signature is not None:
-                call_args = ((instance,) + args) if instance is not None and self.skip_first else args
+                skip = instance is not None and self.skip_first
+                call_args = ((instance,) + args) if skip else args
                 ba = self.signature.bind_partial(*call_args, **kwargs)
                 ba.apply_defaults()
                 bound = dict(ba.arguments)
@@ -153,6 +165,50 @@ class _Spec:
         bound = {f"arg{i}": a for i, a in enumerate(args)}
         bound.update(kwargs)
         return bound
+
+
+def _callable_name(func: Any) -> str:
+    """The span's default ``{name}``: the qualified name, never a ``repr`` (a partial's repr
+    carries its bound arguments, API keys included, and an object's its address)."""
+    for _ in range(8):
+        if isinstance(func, functools.partial):
+            func = func.func
+            continue
+        try:
+            name = getattr(func, "__qualname__", None) or getattr(func, "__name__", None)
+        except Exception:
+            name = None
+        if isinstance(name, str) and name:
+            return name
+        break
+    return type(func).__qualname__
+
+
+def _target(func: Any) -> Any:
+    """What decides the calling convention: the function inside a ``classmethod`` or
+    ``staticmethod``, or the ``__call__`` of a callable object."""
+    if isinstance(func, (classmethod, staticmethod)):
+        return func.__func__
+    if _check(inspect.isroutine, func) or isinstance(func, (functools.partial, type)):
+        return func
+    try:
+        call: Any = type(func).__call__
+    except AttributeError:
+        return func
+    if (
+        _check(inspect.iscoroutinefunction, call) or _check(inspect.isasyncgenfunction, call)
+        or _check(inspect.isgeneratorfunction, call)
+    ):
+        return functools.partial(call, func)
+    return func
+
+
+def _check(predicate: Callable[[Any], bool], func: Any) -> bool:
+    # inspect's predicates read attributes, which an exotic callable may make raise.
+    try:
+        return bool(predicate(func))
+    except Exception:
+        return False
 
 
 def _capture_enabled(spec: _Spec) -> bool:
@@ -209,9 +265,9 @@ def _record_documents(span: Span, docs: list[Any], limit: int) -> None:
     rows = [{"id": d.id, "score": d.score, "content": d.content} for d in docs]
     span.set_attribute(sc.GEN_AI_RETRIEVAL_DOCUMENTS, to_json(rows, limit))
     # OpenInference's flattened form, which Phoenix renders as a document list.
-    for i, d in enumerate(docs[:100]):
+    for i, d in enumerate(docs[:_MAX_FLAT_DOCUMENTS]):
         prefix = f"{sc.RETRIEVAL_DOCUMENTS_PREFIX}.{i}."
-        span.set_attribute(prefix + sc.DOCUMENT_CONTENT, truncate(d.content, limit))
+        span.set_attribute(prefix + sc.DOCUMENT_CONTENT, utf8_safe(truncate(d.content, limit)))
         if d.id is not None:
             span.set_attribute(prefix + sc.DOCUMENT_ID, d.id)
         if d.score is not None:
@@ -222,23 +278,87 @@ def _fail(span: Span, payload: Payload | None, exc: BaseException) -> None:
     try:
         if payload is not None:
             payload.error = exc
-        span.record_exception(exc)
-        span.set_status(Status(StatusCode.ERROR, f"{type(exc).__name__}: {exc}"[:1024]))
+        message = _safe_str(exc)
+        span.set_status(Status(StatusCode.ERROR, f"{type(exc).__name__}: {message}"[:1024]))
         span.set_attribute(sc.ERROR_TYPE, type(exc).__qualname__)
+        # The SDK's record_exception() would format every frame (slowly) and call str(exc)
+        # unguarded; the same event, bounded.
+        module = type(exc).__module__
+        qualname = type(exc).__qualname__
+        limit = _state.max_content_length
+        span.add_event("exception", {
+            "exception.type": f"{module}.{qualname}" if module and module != "builtins"
+            else qualname,
+            "exception.message": truncate(message, limit),
+            "exception.stacktrace": utf8_safe(truncate(_stacktrace(exc), limit)),
+            "exception.escaped": "False",
+        })
     except Exception:
         _internal_error("recording an exception")
 
 
+def _safe_str(exc: BaseException) -> str:
+    try:
+        return utf8_safe(str(exc))
+    except Exception:
+        return f"<{type(exc).__name__}: str() failed>"
+
+
+def _stacktrace(exc: BaseException) -> str:
+    """The exception's traceback as Python prints it, chained exceptions included, keeping the
+    innermost ``_STACK_FRAMES`` frames of each and no caret lines. Linear in the depth: the
+    standard formatter computes column positions for every frame and re-parses each line,
+    which made an exception unwinding through 100 nested decorated calls cost seconds."""
+    parts: list[str] = []
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen and len(seen) < 16:
+        seen.add(id(current))
+        parts.append(_format_one(current))
+        if current.__cause__ is not None:
+            parts.append("\nThe above exception was the direct cause of the following "
+                         "exception:\n\n")
+            current = current.__cause__
+        elif current.__context__ is not None and not current.__suppress_context__:
+            parts.append("\nDuring handling of the above exception, another exception "
+                         "occurred:\n\n")
+            current = current.__context__
+        else:
+            current = None
+    return "".join(reversed(parts))
+
+
+def _format_one(exc: BaseException) -> str:
+    frames: deque[tuple[str, int, str]] = deque(maxlen=_STACK_FRAMES)
+    omitted = 0
+    tb = exc.__traceback__
+    while tb is not None:
+        if len(frames) == _STACK_FRAMES:
+            omitted += 1
+        code = tb.tb_frame.f_code
+        frames.append((code.co_filename, tb.tb_lineno, code.co_name))
+        tb = tb.tb_next
+    lines = ["Traceback (most recent call last):\n"] if frames else []
+    if omitted:
+        lines.append(f"  ... {omitted} outer frames omitted ...\n")
+    lines.extend(traceback.StackSummary.from_list(
+        [(filename, lineno, name, None) for filename, lineno, name in frames]
+    ).format())
+    lines.extend(traceback.format_exception_only(type(exc), exc))
+    return "".join(lines)
+
+
 def _end(span: Span, payload: Payload | None, token: Any) -> None:
     if token is not None:
-        try:
+        with contextlib.suppress(Exception):
             otel_context.detach(token)
-        except Exception:
-            pass
     try:
         sink = _state.payload_sink
         if sink is not None and payload is not None:
             sink.put_payload(span, payload)
+    except Exception:
+        _internal_error("handing the call to scoring")
+    try:
         span.end()
     except Exception:
         _internal_error("ending the span")
@@ -264,16 +384,30 @@ def _join(items: list[Any]) -> Any:
 def _make(kind: str, func: Any, **options: Any) -> Any:
     if func is None:
         return lambda f: _make(kind, f, **options)
-    if not callable(func):
+    if not callable(func) and not isinstance(func, (classmethod, staticmethod)):
         raise ConfigurationError(
             f"@tracescore.{kind} decorates a function or method, got {type(func).__name__}; "
             f"use @tracescore.{kind} or @tracescore.{kind}(name=...)"
         )
     if _env_disabled():
         return func
-    spec = _Spec(kind, func, **options)
+    try:
+        return _wrap(kind, func, options)
+    except Exception:
+        # An exotic callable (attribute access that raises) must not break the import of the
+        # module that decorates it.
+        logger.warning("tracescore could not instrument a %s; it runs untraced and is "
+                       "otherwise unaffected", type(func).__qualname__, exc_info=True)
+        if _state.raise_internal_errors:
+            raise
+        return func
 
-    if inspect.isasyncgenfunction(func):
+
+def _wrap(kind: str, func: Any, options: dict[str, Any]) -> Any:
+    spec = _Spec(kind, func, **options)
+    target = _target(func)
+
+    if _check(inspect.isasyncgenfunction, target):
 
         @wrapt.decorator
         def asyncgen_wrapper(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
@@ -283,13 +417,17 @@ def _make(kind: str, func: Any, **options: Any) -> Any:
 
         return asyncgen_wrapper(func)
 
-    if inspect.iscoroutinefunction(func):
+    if _check(inspect.iscoroutinefunction, target):
 
         @wrapt.decorator
         async def async_wrapper(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
             if _bypass():
                 return await wrapped(*args, **kwargs)
-            span, payload, token = _start(spec, instance, args, kwargs)
+            try:
+                span, payload, token = _start(spec, instance, args, kwargs)
+            except Exception:
+                _internal_error("starting the span")
+                return await wrapped(*args, **kwargs)
             try:
                 result = await wrapped(*args, **kwargs)
             except BaseException as exc:
@@ -302,7 +440,7 @@ def _make(kind: str, func: Any, **options: Any) -> Any:
 
         return async_wrapper(func)
 
-    if inspect.isgeneratorfunction(func):
+    if _check(inspect.isgeneratorfunction, target):
 
         @wrapt.decorator
         def gen_wrapper(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
@@ -316,7 +454,11 @@ def _make(kind: str, func: Any, **options: Any) -> Any:
     def sync_wrapper(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
         if _bypass():
             return wrapped(*args, **kwargs)
-        span, payload, token = _start(spec, instance, args, kwargs)
+        try:
+            span, payload, token = _start(spec, instance, args, kwargs)
+        except Exception:
+            _internal_error("starting the span")
+            return wrapped(*args, **kwargs)
         try:
             result = wrapped(*args, **kwargs)
         except BaseException as exc:
@@ -330,10 +472,28 @@ def _make(kind: str, func: Any, **options: Any) -> Any:
     return sync_wrapper(func)
 
 
+def _item_cap(spec: _Spec) -> int | None:
+    """How many yielded items a generator span keeps: all of them when a scoring processor may
+    judge the output (it sees full values), else only as many as the captured output can show
+    (each item renders as at least one character), so an endless stream stays bounded."""
+    if _state.payload_sink is not None:
+        return None
+    if not _capture_enabled(spec):
+        return 0
+    limit = _state.max_content_length
+    return limit + 1 if limit > 0 else None
+
+
 def _trace_gen(spec: _Spec, wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
-    span, payload, token = _start(spec, instance, args, kwargs)
+    try:
+        span, payload, token = _start(spec, instance, args, kwargs)
+    except Exception:
+        _internal_error("starting the span")
+        return (yield from wrapped(*args, **kwargs))
     span_ctx = trace.set_span_in_context(span)
     items: list[Any] = []
+    cap = _item_cap(spec)
+    result: Any = None
     try:
         gen = wrapped(*args, **kwargs)
     except BaseException as exc:
@@ -342,7 +502,7 @@ def _trace_gen(spec: _Spec, wrapped: Any, instance: Any, args: Any, kwargs: Any)
         raise
     otel_context.detach(token)
     # From here the span's context is attached only while the generator's own code runs.
-    failed = False
+    failed = closing = False
     try:
         to_send: Any = None
         to_throw: BaseException | None = None
@@ -350,38 +510,49 @@ def _trace_gen(spec: _Spec, wrapped: Any, instance: Any, args: Any, kwargs: Any)
             tok = otel_context.attach(span_ctx)
             try:
                 if to_throw is not None:
-                    exc, to_throw = to_throw, None
-                    item = gen.throw(exc)
+                    thrown, to_throw = to_throw, None
+                    item = gen.throw(thrown)
                 else:
                     item = gen.send(to_send)
-            except StopIteration:
+            except StopIteration as stop:
+                result = stop.value
                 break
             finally:
                 otel_context.detach(tok)
-            items.append(item)
+            if cap is None or len(items) < cap:
+                items.append(item)
             try:
                 to_send = yield item
             except GeneratorExit:
+                closing = True
                 gen.close()
                 raise
             except BaseException as exc:
                 to_throw = exc
-    except GeneratorExit:
-        raise
     except BaseException as exc:
-        failed = True
-        _fail(span, payload, exc)
+        # Being closed is no error; a GeneratorExit the generator's own code raises is.
+        if not (closing and isinstance(exc, GeneratorExit)):
+            failed = True
+            _fail(span, payload, exc)
         raise
     finally:
         if not failed:
             _finish(spec, span, payload, _join(items))
         _end(span, payload, None)
+    return result
 
 
 async def _trace_asyncgen(spec: _Spec, wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
-    span, payload, token = _start(spec, instance, args, kwargs)
+    try:
+        span, payload, token = _start(spec, instance, args, kwargs)
+    except Exception:
+        _internal_error("starting the span")
+        async for item in wrapped(*args, **kwargs):
+            yield item
+        return
     span_ctx = trace.set_span_in_context(span)
     items: list[Any] = []
+    cap = _item_cap(spec)
     try:
         agen = wrapped(*args, **kwargs)
     except BaseException as exc:
@@ -389,7 +560,7 @@ async def _trace_asyncgen(spec: _Spec, wrapped: Any, instance: Any, args: Any, k
         _end(span, payload, token)
         raise
     otel_context.detach(token)
-    failed = False
+    failed = closing = False
     try:
         to_send: Any = None
         to_throw: BaseException | None = None
@@ -397,27 +568,29 @@ async def _trace_asyncgen(spec: _Spec, wrapped: Any, instance: Any, args: Any, k
             tok = otel_context.attach(span_ctx)
             try:
                 if to_throw is not None:
-                    exc, to_throw = to_throw, None
-                    item = await agen.athrow(exc)
+                    thrown, to_throw = to_throw, None
+                    item = await agen.athrow(thrown)
                 else:
                     item = await agen.asend(to_send)
             except StopAsyncIteration:
                 break
             finally:
                 otel_context.detach(tok)
-            items.append(item)
+            if cap is None or len(items) < cap:
+                items.append(item)
             try:
                 to_send = yield item
             except GeneratorExit:
+                closing = True
                 await agen.aclose()
                 raise
             except BaseException as exc:
                 to_throw = exc
-    except GeneratorExit:
-        raise
     except BaseException as exc:
-        failed = True
-        _fail(span, payload, exc)
+        # Being closed is no error; a GeneratorExit the generator's own code raises is.
+        if not (closing and isinstance(exc, GeneratorExit)):
+            failed = True
+            _fail(span, payload, exc)
         raise
     finally:
         if not failed:

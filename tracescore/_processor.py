@@ -13,8 +13,10 @@ a child of the scored span that links to it.
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
+import weakref
 from collections import OrderedDict, deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -33,6 +35,10 @@ logger = logging.getLogger("tracescore")
 
 _MAX_TRACES_WITH_DOCUMENTS = 10_000
 _MAX_PAYLOADS = 100_000
+# Per trace: a long-lived root (a worker loop decorated as an agent) must not grow without bound.
+_MAX_RETRIEVALS_PER_TRACE = 1_000
+_MAX_TOOL_CALLS_PER_TRACE = 1_000
+_MAX_SPANS_PER_TRACE = 10_000
 _id_generator = RandomIdGenerator()
 
 
@@ -104,8 +110,12 @@ class _Held:
 class _TraceState:
     """What one in-flight trace left for the scoring of its later spans."""
 
-    documents: list[tuple[int, list[str]]] = field(default_factory=list)
-    tool_calls: list[tuple[int, int, dict[str, Any]]] = field(default_factory=list)
+    documents: deque[tuple[int, list[str]]] = field(
+        default_factory=lambda: deque(maxlen=_MAX_RETRIEVALS_PER_TRACE)
+    )
+    tool_calls: deque[tuple[int, int, dict[str, Any]]] = field(
+        default_factory=lambda: deque(maxlen=_MAX_TOOL_CALLS_PER_TRACE)
+    )
     parents: dict[int, int | None] = field(default_factory=dict)
 
 
@@ -137,6 +147,8 @@ class ScoringSpanProcessor(SpanProcessor):
         worker: the background worker that runs scoring jobs.
         score_timeout: seconds a span is held for its scores before it is exported anyway.
         on_score: optional callback receiving each ``ScoreEvent`` (exceptions are logged).
+        flush_timeout: seconds ``shutdown()`` takes when called without a deadline, as the
+            SDK's ``TracerProvider.shutdown()`` (and its exit hook) calls it. Default 30.
     """
 
     def __init__(
@@ -147,8 +159,10 @@ class ScoringSpanProcessor(SpanProcessor):
         *,
         score_timeout: float,
         on_score: Callable[[ScoreEvent], Any] | None = None,
+        flush_timeout: float = 30.0,
     ) -> None:
         self._downstream = downstream
+        self._flush_timeout = flush_timeout
         self._rules = list(rules)
         self._worker = worker
         self._score_timeout = score_timeout
@@ -164,7 +178,10 @@ class ScoringSpanProcessor(SpanProcessor):
         self._deadlines: deque[tuple[float, tuple[int, int]]] = deque()
         self._sweep_armed = False
         self._closed = False
+        self._shutdown_started = False
+        self._export_call: _Call | None = None
         self.stats = Stats()
+        _processors.add(self)
 
     # -- the decorators' side door --------------------------------------------------------------
     def put_payload(self, span: Any, payload: Any) -> None:
@@ -193,7 +210,24 @@ class ScoringSpanProcessor(SpanProcessor):
         except Exception:
             logger.warning("tracescore failed to schedule scoring for span %r; it is exported "
                            "unscored and the application is unaffected", span.name, exc_info=True)
+            if self._release_failed(span):
+                return
         self._export(span)
+
+    def _release_failed(self, span: ReadableSpan) -> bool:
+        """After ``_route`` failed: if it had already held ``span``, export it now (once) and
+        return True; jobs that still finish report on carrier spans."""
+        ctx = span.context
+        if ctx is None:
+            return False
+        with self._lock:
+            held = self._held.get((ctx.trace_id, ctx.span_id))
+            if held is None or held.span is not span:
+                return False
+            released = self._release(held)
+        if released:
+            self._export_held(held)
+        return True
 
     def _route(self, span: ReadableSpan) -> bool:
         """Return True when the span is held for scoring (and will be exported later)."""
@@ -205,7 +239,8 @@ class ScoringSpanProcessor(SpanProcessor):
         attrs = span.attributes or {}
         if attrs.get(sc.TRACESCORE_EVALUATION_CARRIER):
             return False
-        kind = attrs.get(sc.TRACESCORE_SPAN_KIND)
+        # The payload knows the kind even when the attribute was pushed out of a full span.
+        kind = payload.kind if payload is not None else attrs.get(sc.TRACESCORE_SPAN_KIND)
         if self._collect_documents or self._collect_tool_calls:
             self._remember(span, kind, payload)
         is_local_root = span.parent is None or span.parent.is_remote
@@ -245,8 +280,17 @@ class ScoringSpanProcessor(SpanProcessor):
                 arm = not self._sweep_armed
                 self._sweep_armed = self._sweep_armed or arm
         if arm:
-            self._worker.call_at_monotonic(deadline, self._sweep)
+            self._arm(deadline)
         return True
+
+    def _arm(self, when: float) -> None:
+        try:
+            self._worker.call_at_monotonic(when, self._sweep)
+        except Exception:
+            # Not armed: the next held span tries again; force_flush exports these anyway.
+            with self._lock:
+                self._sweep_armed = False
+            logger.debug("tracescore could not arm the score deadline", exc_info=True)
 
     def _remember(self, span: ReadableSpan, kind: Any, payload: Any) -> None:
         """Keep what later spans of the same trace may be scored against: retrieved documents
@@ -261,6 +305,8 @@ class ScoringSpanProcessor(SpanProcessor):
                     self._traces.popitem(last=False)
             if self._collect_tool_calls:
                 state.parents[ctx.span_id] = span.parent.span_id if span.parent else None
+                if len(state.parents) > _MAX_SPANS_PER_TRACE:
+                    del state.parents[next(iter(state.parents))]
             if payload is None:
                 return
             if kind == "retrieval" and self._collect_documents and payload.documents is not None:
@@ -335,7 +381,7 @@ class ScoringSpanProcessor(SpanProcessor):
         if score is not None and self._on_score is not None:
             try:
                 self._on_score(score)
-            except Exception:
+            except BaseException:  # noqa: BLE001 - user code on our thread: nothing may escape
                 logger.warning("tracescore on_score callback raised", exc_info=True)
 
     def _release(self, held: _Held) -> bool:
@@ -366,7 +412,7 @@ class ScoringSpanProcessor(SpanProcessor):
             self._export_held(held)
         if next_deadline is not None:
             # Coalesce: one sweep per 50 ms at most, however many spans are held.
-            self._worker.call_at_monotonic(max(next_deadline, now + 0.05), self._sweep)
+            self._arm(max(next_deadline, now + 0.05))
 
     def _export_held(self, held: _Held) -> None:
         span = held.span
@@ -416,44 +462,149 @@ class ScoringSpanProcessor(SpanProcessor):
         )
 
     # -- lifecycle -----------------------------------------------------------------------------
-    def force_flush(self, timeout_millis: int = 30_000) -> bool:
-        """Wait for pending scores, export every held span, then flush the export processor.
+    def force_flush(self, timeout_millis: float = 30_000) -> bool:
+        """Wait for pending scores, export every held span, then flush the export processor,
+        all within ``timeout_millis``.
+
+        Scores get most of the deadline; the rest (a fifth, at least a quarter second when the
+        deadline allows) is kept for the export, so held spans still reach the exporter when a
+        scorer hangs. The export processor's flush runs on a helper thread, so a hung exporter
+        or an unreachable backend cannot hold the caller past the deadline (the SDK's
+        ``BatchSpanProcessor`` ignores flush deadlines).
 
         Returns True when every score came in and the export processor flushed in time. Spans
         whose scores are still pending at the deadline are exported with the scores they have;
         later scores go out on carrier spans.
         """
-        deadline = time.monotonic() + max(0, timeout_millis) / 1000
-        idle = self._worker.wait_idle(max(0.0, deadline - time.monotonic()))
+        budget = _seconds(timeout_millis)
+        deadline = time.monotonic() + budget
+        reserve = max(budget * 0.2, min(budget * 0.5, 0.25))
+        idle = self._worker.wait_idle(max(0.0, deadline - reserve - time.monotonic()))
         with self._lock:
             remaining = [h for h in list(self._held.values()) if self._release(h)]
         for held in remaining:
             self._export_held(held)
         flushed = True
         if self._downstream is not None:
-            left = max(0, int((deadline - time.monotonic()) * 1000))
-            try:
-                flushed = self._downstream.force_flush(left)
-            except Exception:
-                logger.warning("tracescore export processor failed to flush", exc_info=True)
-                flushed = False
+            downstream = self._downstream
+
+            def flush() -> bool:
+                left = max(0, int((deadline - time.monotonic()) * 1000))
+                return bool(downstream.force_flush(left))
+
+            flushed = self._call_before(flush, "flush", deadline)
         return bool(idle and flushed and not remaining)
 
-    def shutdown(self, timeout_millis: int = 30_000) -> None:  # type: ignore[override]
-        """Flush within ``timeout_millis``, stop the worker, shut the export processor down."""
-        deadline = time.monotonic() + max(0, timeout_millis) / 1000
+    def shutdown(self, timeout_millis: float | None = None) -> None:
+        """Flush within ``timeout_millis`` (default: ``flush_timeout``), stop the worker, shut
+        the export processor down.
+
+        Only the first call does anything: tracescore's exit hook and the SDK's
+        ``TracerProvider`` (at exit) both shut processors down, and the second must not wait
+        again.
+        """
+        with self._lock:
+            if self._shutdown_started:
+                return
+            self._shutdown_started = True
+        if timeout_millis is None:
+            timeout_millis = self._flush_timeout * 1000
+        budget = _seconds(timeout_millis)
+        deadline = time.monotonic() + budget
         self.force_flush(timeout_millis)
         self._closed = True
-        self._worker.shutdown(max(0.0, deadline - time.monotonic()))
+        self._worker.shutdown(_left(deadline))
         with self._lock:
             remaining = [h for h in list(self._held.values()) if self._release(h)]
         for held in remaining:
             self._export_held(held)
         if self._downstream is not None:
-            try:
-                self._downstream.shutdown()
-            except Exception:
-                logger.warning("tracescore export processor failed to shut down", exc_info=True)
+            downstream = self._downstream
+
+            def stop() -> bool:
+                downstream.shutdown()
+                return True
+
+            self._call_before(stop, "shutdown", deadline, queue=True)
+
+    def _call_before(self, fn: Callable[[], bool], what: str, deadline: float,
+                     queue: bool = False) -> bool:
+        """Run ``fn`` (a flush or shutdown of the export processor) on a helper thread and wait
+        for it until ``deadline``. Returns its result; False when it failed or is still running.
+        One call at a time: while an earlier one is stuck in a hung exporter, a flush gives up
+        at the deadline instead of piling another thread on the same lock, and the shutdown
+        (``queue=True``) is queued to run once the stuck call returns."""
+        previous = self._export_call
+        if previous is not None and not previous.done.wait(_left(deadline)) and not queue:
+            return False
+        call = _Call(fn, what, after=previous)
+        self._export_call = call
+        try:
+            threading.Thread(target=call.run, name=f"tracescore-{what}", daemon=True).start()
+        except RuntimeError:  # no new threads (interpreter shutdown): run it here, unless stuck
+            if previous is not None and not previous.done.is_set():
+                return False
+            call.run()
+        return call.done.wait(_left(deadline)) and call.ok
+
+    def _after_fork_in_child(self) -> None:
+        # The parent exports the spans it held and the worker's jobs did not survive fork():
+        # the child forgets them (exporting them too would duplicate them) and re-arms afresh.
+        self._lock = threading.Lock()
+        self._held.clear()
+        self._deadlines.clear()
+        self._sweep_armed = False
+        self._export_call = None
+        self.stats.spans_held = 0
+
+
+class _Call:
+    """One export-processor call on a helper thread."""
+
+    def __init__(self, fn: Callable[[], bool], what: str, after: _Call | None = None) -> None:
+        self.fn = fn
+        self.what = what
+        self.after = after
+        self.done = threading.Event()
+        self.ok = False
+
+    def run(self) -> None:
+        try:
+            if self.after is not None:
+                self.after.done.wait()
+                self.after = None
+            self.ok = bool(self.fn())
+        except Exception:
+            logger.warning("tracescore export processor failed to %s", self.what, exc_info=True)
+        finally:
+            self.done.set()
+
+
+def _seconds(timeout_millis: Any) -> float:
+    """A deadline in milliseconds as seconds, clamped to what ``threading`` waits accept (NaN
+    and negative values count as 0)."""
+    try:
+        seconds = float(timeout_millis) / 1000
+    except (TypeError, ValueError):
+        return 0.0
+    return min(seconds, threading.TIMEOUT_MAX) if seconds > 0 else 0.0
+
+
+def _left(deadline: float) -> float:
+    """Seconds until ``deadline`` (monotonic), within what ``threading`` waits accept."""
+    return min(max(0.0, deadline - time.monotonic()), threading.TIMEOUT_MAX)
+
+
+_processors: weakref.WeakSet[ScoringSpanProcessor] = weakref.WeakSet()
+
+
+def _reset_processors_after_fork() -> None:
+    for processor in list(_processors):
+        processor._after_fork_in_child()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_reset_processors_after_fork)
 
 
 def _with_events(span: ReadableSpan, extra: list[Event]) -> ReadableSpan:
@@ -504,7 +655,13 @@ def _make_job(
     from ._scoring import score_event  # keeps scorers off the import path of the hot loop
 
     async def job() -> None:
-        event, score = await score_event(held.span, rule, inputs, documents, tool_calls)
+        try:
+            event, score = await score_event(held.span, rule, inputs, documents, tool_calls)
+        except BaseException:
+            # score_event reports scorer failures as events; this is cancellation at shutdown
+            # or a bug: the span must not wait for a result that will never come.
+            processor._settle(held, None)
+            raise
         processor._settle(held, event, score)
 
     return job

@@ -1,75 +1,149 @@
 """Safe, bounded JSON rendering of arbitrary Python values for span attributes.
 
 Nothing here raises: cyclic structures, objects that are not JSON-serialisable, bytes and huge
-strings all get a safe, truncated representation.
+strings all get a safe, truncated representation. The work done is bounded by the length cap,
+not by the size of the value (shared references can make a small object render as terabytes).
+Values under secret-looking keys (``api_key``, ``password``, ``authorization``, ``*token``, ...)
+are replaced by ``[REDACTED]``, and text that is not valid UTF-8 (lone surrogates, which OTLP
+encoders refuse) gets U+FFFD instead.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
-from collections.abc import Iterable, Mapping
-from typing import Any, NamedTuple
+import re
+from collections import deque
+from collections.abc import Iterable, Mapping, MappingView
+from typing import Any, NamedTuple, cast
 
 DEFAULT_MAX_LENGTH = 16_384
+REDACTED = "[REDACTED]"
 _MAX_DEPTH = 12
 _MAX_ITEMS = 1_000
 _TRUNCATION_MARK = "...[truncated {} chars]"
+_SEQUENCES = (list, tuple, set, frozenset, deque, MappingView)
+_SURROGATES = re.compile("[\ud800-\udfff]")
+# Substrings of a normalised key (lower case, "-", " " and "." as "_") that name a secret.
+_SECRET_PARTS = ("password", "passwd", "passphrase", "secret", "api_key", "apikey",
+                 "access_key", "private_key", "credential", "authorization", "cookie", "bearer")
 
 
 def truncate(text: str, max_length: int) -> str:
     """Cut ``text`` to at most ``max_length`` characters, ending with a marker saying how many
-    characters were dropped. ``max_length <= 0`` means no limit."""
+    characters were dropped (when the marker itself fits). ``max_length <= 0`` means no
+    limit."""
     if max_length <= 0 or len(text) <= max_length:
         return text
     mark = _TRUNCATION_MARK.format(len(text) - max_length)
-    keep = max(max_length - len(mark), 0)
-    return text[:keep] + mark
+    if len(mark) >= max_length:
+        return text[:max_length]
+    return text[: max_length - len(mark)] + mark
 
 
-def _jsonable(value: Any, max_length: int, depth: int, seen: set[int]) -> Any:
+def utf8_safe(text: str) -> str:
+    """``text`` with every lone surrogate (not encodable as UTF-8, so refused by OTLP encoders)
+    replaced by U+FFFD."""
+    if text.isascii():
+        return text
+    try:
+        text.encode("utf-8")
+        return text
+    except UnicodeEncodeError:
+        return _SURROGATES.sub("\ufffd", text)
+
+
+@functools.lru_cache(maxsize=4096)
+def is_secret_key(key: str) -> bool:
+    """Whether a mapping key or argument name names a secret (``api_key``, ``password``,
+    ``Authorization``, ``access_token``, ...), so its value must not reach a span."""
+    norm = key.lower().replace("-", "_").replace(" ", "_").replace(".", "_")
+    return (
+        any(part in norm for part in _SECRET_PARTS)
+        or norm.endswith("token")
+        or norm in ("auth", "pwd")
+        or norm.endswith("_auth")
+    )
+
+
+def _redact(key: Any, value: Any) -> bool:
+    # Numbers and flags under such keys (``max_token``) are not secrets; text and structures are.
+    return (
+        isinstance(key, str)
+        and not (value is None or isinstance(value, (bool, int, float)))
+        and is_secret_key(key)
+    )
+
+
+class _Budget:
+    """Characters left to render. Every item costs at least what it adds to the JSON text, so
+    once it runs out nothing more could survive the final cut and the walk stops."""
+
+    __slots__ = ("left",)
+
+    def __init__(self, max_length: int) -> None:
+        self.left: float = max_length if max_length > 0 else float("inf")
+
+
+def _jsonable(value: Any, max_length: int, depth: int, seen: set[int], budget: _Budget) -> Any:
     if value is None or isinstance(value, (bool, int, float)):
+        budget.left -= 1
         return value
     if isinstance(value, str):
         # Cut long strings before json.dumps ever sees them: a 10 MB answer costs nothing then.
-        return truncate(value, max_length)
+        text = truncate(value, max_length)
+        budget.left -= len(text) + 2
+        return text
     if isinstance(value, (bytes, bytearray, memoryview)):
         raw = bytes(value[: max_length + 1] if max_length > 0 else value)
-        return truncate(raw.decode("utf-8", errors="replace"), max_length)
+        text = truncate(raw.decode("utf-8", errors="replace"), max_length)
+        budget.left -= len(text) + 2
+        return text
     if depth >= _MAX_DEPTH:
         return f"<{type(value).__name__}: max depth>"
     marker = id(value)
     if marker in seen:
         return f"<cycle: {type(value).__name__}>"
     seen.add(marker)
+    budget.left -= 2
     try:
         if isinstance(value, Mapping):
             out: dict[str, Any] = {}
             for i, (k, v) in enumerate(value.items()):
-                if i >= _MAX_ITEMS:
-                    out["..."] = f"{len(value) - _MAX_ITEMS} more items"
+                if i >= _MAX_ITEMS or budget.left <= 0:
+                    out["..."] = f"{len(value) - i} more items"
                     break
-                out[str(k)] = _jsonable(v, max_length, depth + 1, seen)
+                key = str(k)
+                budget.left -= len(key) + 4
+                if _redact(k, v):
+                    budget.left -= len(REDACTED) + 2
+                    out[key] = REDACTED
+                else:
+                    out[key] = _jsonable(v, max_length, depth + 1, seen, budget)
             return out
-        if isinstance(value, (list, tuple, set, frozenset)):
+        if isinstance(value, _SEQUENCES):
             items = []
-            for i, v in enumerate(value):
-                if i >= _MAX_ITEMS:
-                    items.append(f"... {len(value) - _MAX_ITEMS} more items")
+            for i, v in enumerate(cast("Iterable[Any]", value)):
+                if i >= _MAX_ITEMS or budget.left <= 0:
+                    items.append(f"... {len(value) - i} more items")
                     break
-                items.append(_jsonable(v, max_length, depth + 1, seen))
+                budget.left -= 2
+                items.append(_jsonable(v, max_length, depth + 1, seen, budget))
             return items
         dump = getattr(value, "model_dump", None)  # pydantic v2 models
         if callable(dump):
-            return _jsonable(dump(mode="json"), max_length, depth + 1, seen)
+            return _jsonable(dump(mode="json"), max_length, depth + 1, seen, budget)
         if dataclasses.is_dataclass(value) and not isinstance(value, type):
             fields = {f.name: getattr(value, f.name, None) for f in dataclasses.fields(value)}
-            return _jsonable(fields, max_length, depth + 1, seen)
-        return truncate(_safe_repr(value), max_length)
+            return _jsonable(fields, max_length, depth + 1, seen, budget)
+        text = truncate(_safe_repr(value), max_length)
     except Exception:
-        return truncate(_safe_repr(value), max_length)
+        text = truncate(_safe_repr(value), max_length)
     finally:
         seen.discard(marker)
+    budget.left -= len(text) + 2
+    return text
 
 
 def _safe_repr(value: Any) -> str:
@@ -84,36 +158,42 @@ def to_json(value: Any, max_length: int = DEFAULT_MAX_LENGTH) -> str:
 
     Args:
         value: anything. Strings and bytes are cut first, containers are walked (cycles, depth
-            over 12 and more than 1,000 items are replaced by markers), pydantic models and
-            dataclasses become objects, other objects their ``repr``.
+            over 12 and more than 1,000 items are replaced by markers, and the walk stops once
+            the cap is reached), pydantic models and dataclasses become objects, other objects
+            their ``repr``. Values under secret-looking keys become ``[REDACTED]``.
         max_length: the cap in characters on the result; ``<= 0`` means no cap.
 
     Returns:
-        A JSON document, or (only when the cap cut it) a truncated JSON text with a marker.
+        A JSON document, or (only when the cap cut it) a truncated JSON text with a marker;
+        always encodable as UTF-8.
     """
     # Fast path for the common shapes (a string, a flat dict of scalars), which need no walk.
     kind = type(value)
     if kind is str:
-        return truncate(json.dumps(truncate(value, max_length), ensure_ascii=False), max_length)
+        return utf8_safe(
+            truncate(json.dumps(truncate(value, max_length), ensure_ascii=False), max_length)
+        )
     if kind is dict and len(value) <= 64:
         flat = True
         for k, v in value.items():
             tv = type(v)
             if type(k) is not str or not (
                 v is None or tv is int or tv is float or tv is bool
-                or (tv is str and (max_length <= 0 or len(v) <= max_length))
+                or (tv is str and (max_length <= 0 or len(v) <= max_length)
+                    and not is_secret_key(k))
             ):
                 flat = False
                 break
         if flat:
-            return truncate(json.dumps(value, ensure_ascii=False), max_length)
+            return utf8_safe(truncate(json.dumps(value, ensure_ascii=False), max_length))
     try:
         text = json.dumps(
-            _jsonable(value, max_length, 0, set()), ensure_ascii=False, default=_safe_repr
+            _jsonable(value, max_length, 0, set(), _Budget(max_length)),
+            ensure_ascii=False, default=_safe_repr,
         )
     except Exception:
         text = json.dumps(truncate(_safe_repr(value), max_length), ensure_ascii=False)
-    return truncate(text, max_length)
+    return utf8_safe(truncate(text, max_length))
 
 
 class Document(NamedTuple):
@@ -148,22 +228,23 @@ def _text(value: Any) -> str:
 def to_documents(result: Any) -> list[Document]:
     """Normalise what a retrieval function returned into documents.
 
-    Accepts a list (or any iterable but a string/mapping) of strings, of dicts with
-    ``content``/``text``/``page_content`` and optional ``id``/``score``/``metadata``, or of
+    Accepts a list (or any re-iterable collection but a string/mapping) of strings, of dicts
+    with ``content``/``text``/``page_content`` and optional ``id``/``score``/``metadata``, or of
     objects with such attributes (LangChain and LlamaIndex documents among them). A single
-    string is one document; ``None`` is none. Never raises: an item without text is rendered
-    as JSON.
+    string is one document; ``None`` is none. A one-shot iterator (a generator) is never
+    consumed, since the caller gets it back: it yields no documents. Never raises: an item
+    without text is rendered as JSON.
     """
     if result is None:
         return []
-    if isinstance(result, (str, bytes, bytearray)) or isinstance(result, Mapping):
-        items: Iterable[Any] = [result]
-    elif isinstance(result, Iterable):
-        items = result
-    else:
-        items = [result]
     docs: list[Document] = []
     try:
+        if isinstance(result, (str, bytes, bytearray, Mapping)):
+            items: Iterable[Any] = [result]
+        elif isinstance(result, Iterable):
+            items = [] if iter(result) is result else result
+        else:
+            items = [result]
         for item in items:
             if isinstance(item, (str, bytes, bytearray)):
                 docs.append(Document(_text(item)))

@@ -1,13 +1,16 @@
 """A background thread running an asyncio loop for scoring jobs.
 
 Bounded: at most ``max_queue_size`` jobs are accepted at once (queued plus running) and at most
-``concurrency`` run at a time. ``submit`` never blocks; it refuses a job when full, and the
-caller counts the skip. The thread starts on first use and again after ``fork()``.
+``concurrency`` run at a time, each on a task started when there is work for it. ``submit``
+never blocks; it refuses a job when full, and the caller counts the skip. Whatever a job raises
+(``BaseException`` included) is logged and the loop goes on. The thread starts on first use and
+again after ``fork()``.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import threading
@@ -40,7 +43,9 @@ class BackgroundWorker:
         self._pending = 0
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
-        self._queue: asyncio.Queue[Callable[[], Awaitable[Any]]] | None = None
+        # Loop-thread only: jobs handed over by _drain, and the consumer tasks running them.
+        self._ready: deque[Callable[[], Awaitable[Any]]] = deque()
+        self._consumers: set[asyncio.Task[None]] = set()
         self._inbox: deque[Callable[[], Awaitable[Any]]] = deque()
         self._wake_scheduled = False
         self._closed = False
@@ -56,27 +61,31 @@ class BackgroundWorker:
         if loop is not None:
             return loop
         ready = threading.Event()
+        failure: list[BaseException] = []
 
         def run() -> None:
-            new_loop = asyncio.new_event_loop()
-            asyncio.set_event_loop(new_loop)
-            self._queue = asyncio.Queue()
-            for _ in range(self.concurrency):
-                new_loop.create_task(self._consume())
+            try:
+                new_loop = asyncio.new_event_loop()
+                asyncio.set_event_loop(new_loop)
+            except BaseException as exc:  # e.g. out of file descriptors: tell the caller
+                failure.append(exc)
+                ready.set()
+                return
             self._loop = new_loop
             ready.set()
             try:
                 new_loop.run_forever()
             finally:
-                try:
+                with contextlib.suppress(Exception):
                     new_loop.run_until_complete(new_loop.shutdown_asyncgens())
-                except Exception:
-                    pass
                 new_loop.close()
 
         self._thread = threading.Thread(target=run, name=self.name, daemon=True)
         self._thread.start()
         ready.wait()
+        if failure:
+            self._thread = None
+            raise RuntimeError("tracescore could not start its scoring loop") from failure[0]
         assert self._loop is not None
         return self._loop
 
@@ -130,21 +139,35 @@ class BackgroundWorker:
             self._wake_scheduled = False
             jobs = list(self._inbox)
             self._inbox.clear()
-        queue = self._queue
-        assert queue is not None
-        for job in jobs:
-            queue.put_nowait(job)
+        self._ready.extend(jobs)
+        loop = asyncio.get_running_loop()
+        # A consumer runs jobs until none is ready, so each new job needs at most one more, and
+        # never more than ``concurrency`` run: a huge setting costs nothing until jobs arrive.
+        for _ in range(min(self.concurrency - len(self._consumers), len(jobs))):
+            self._consumers.add(loop.create_task(self._consume()))
 
     async def _consume(self) -> None:
-        queue = self._queue
-        assert queue is not None
-        while True:
-            job = await queue.get()
+        try:
+            await self._consume_ready()
+        finally:
+            # In the same step as the emptiness check: _drain never counts a consumer that is
+            # about to leave.
+            task = asyncio.current_task()
+            if task is not None:
+                self._consumers.discard(task)
+
+    async def _consume_ready(self) -> None:
+        while self._ready:
+            job = self._ready.popleft()
             try:
                 await job()
             except asyncio.CancelledError:
-                raise
-            except Exception:
+                task = asyncio.current_task()
+                if task is not None and task.cancelling():
+                    raise  # this consumer is being stopped (shutdown)
+                logger.warning("tracescore scoring job raised CancelledError; the application "
+                               "is unaffected", exc_info=True)
+            except BaseException:  # noqa: BLE001 - a job must never take the loop down
                 logger.warning("tracescore scoring job failed; the application is unaffected",
                                exc_info=True)
             finally:
@@ -152,24 +175,26 @@ class BackgroundWorker:
 
     def _done(self) -> None:
         with self._lock:
-            self._pending -= 1
+            self._pending = max(0, self._pending - 1)
             if self._pending <= 0:
                 self._idle.notify_all()
 
     def wait_idle(self, timeout: float | None) -> bool:
         """Block until no job is pending or ``timeout`` seconds pass. Returns True when idle."""
-        deadline = None if timeout is None else time.monotonic() + max(0.0, timeout)
+        deadline = None if timeout is None else time.monotonic() + _clamp(timeout)
         with self._lock:
             while self._pending > 0:
                 remaining = None if deadline is None else deadline - time.monotonic()
                 if remaining is not None and remaining <= 0:
                     return False
-                self._idle.wait(remaining)
+                self._idle.wait(None if remaining is None else _clamp(remaining))
             return True
 
     def shutdown(self, timeout: float | None = 5.0) -> bool:
         """Wait up to ``timeout`` seconds for pending jobs, then stop the loop. Jobs still
-        running are cancelled. Returns True when every job finished."""
+        running are cancelled, jobs not started are dropped. Returns True when every job
+        finished. Waits for the thread itself at most a second, and never past ``timeout``."""
+        deadline = None if timeout is None else time.monotonic() + _clamp(timeout)
         idle = self.wait_idle(timeout)
         with self._lock:
             self._closed = True
@@ -177,15 +202,20 @@ class BackgroundWorker:
         if loop is not None and thread is not None and thread.is_alive():
 
             def stop() -> None:
+                self._ready.clear()
                 for task in asyncio.all_tasks(loop):
                     task.cancel()
                 loop.stop()
 
-            try:
+            with contextlib.suppress(RuntimeError):  # the loop is already closed
                 loop.call_soon_threadsafe(stop)
-            except RuntimeError:
-                pass
-            thread.join(timeout=1.0)
+            left = 1.0 if deadline is None else min(1.0, max(0.0, deadline - time.monotonic()))
+            thread.join(timeout=left)
+        with self._lock:
+            # Dropped jobs never finish: nobody must wait for them.
+            self._inbox.clear()
+            self._pending = 0
+            self._idle.notify_all()
         return idle
 
     def _after_fork_in_child(self) -> None:
@@ -195,9 +225,15 @@ class BackgroundWorker:
         self._pending = 0
         self._loop = None
         self._thread = None
-        self._queue = None
+        self._ready = deque()
+        self._consumers = set()
         self._inbox = deque()
         self._wake_scheduled = False
+
+
+def _clamp(seconds: float) -> float:
+    """``seconds`` within what ``threading`` waits accept (NaN counts as 0)."""
+    return min(seconds, threading.TIMEOUT_MAX) if seconds > 0 else 0.0
 
 
 def _reset_workers_after_fork() -> None:
