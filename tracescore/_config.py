@@ -8,10 +8,13 @@ and falls back to the default.
 from __future__ import annotations
 
 import atexit
+import fnmatch
 import logging
 import math
 import os
+import re
 import threading
+import time
 import weakref
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -27,7 +30,9 @@ from . import _state
 from ._errors import ConfigurationError
 from ._exporters import exporter_from_env
 from ._judge import Judge
+from ._limits import HourlyBudget, TokenBucket
 from ._processor import CompiledRule, ScoreEvent, ScoringSpanProcessor, Stats
+from ._telemetry import Telemetry
 from ._worker import BackgroundWorker
 
 logger = logging.getLogger("tracescore")
@@ -67,6 +72,20 @@ class ScoringRule:
             ``baseline_response`` and ``noisy_query`` of noise sensitivity), by ``run()``
             argument name, each a span attribute name or a callable
             ``(span, call_input) -> value``.
+        span_name: only spans whose name matches this glob pattern (``fnmatch`` syntax, whole
+            name, case-sensitive), e.g. ``"invoke_agent support-*"``.
+        attributes: only spans whose attributes equal all of these values, e.g.
+            ``{"deployment.environment": "prod"}``.
+        score_errors: also score every matching span that ended with status ERROR, whatever
+            the sample rate (such events carry ``tracescore.selected_on_error=true`` so
+            aggregates can leave them out of re-weighting). Default False.
+        max_per_minute: a token-bucket rate limit on this rule's scoring jobs (sustained jobs
+            per minute, bursts of one second's worth); past it jobs are skipped and counted.
+        max_tokens_per_hour: a judge budget: once this rule's scores used this many judge
+            tokens (input + output) in the past hour, its jobs are skipped and counted.
+        max_cost_per_hour: the same in USD, where litellm knows the judge's price.
+        clock: monotonic seconds for the rate limit and budget; default ``time.monotonic``
+            (tests pass a fake clock).
         name: a name for the rule, mixed into its sampling hash. Default: none, so that rules
             at equal rates pick the same traces and a lower rate's traces are a subset of a
             higher rate's (a trace sampled at 0.1 also gets the scores of 0.5 rules); give
@@ -87,8 +106,16 @@ class ScoringRule:
     ground_truth: str | Callable[[ReadableSpan, Any], Any] | None = None
     name: str | None = None
     inputs: Mapping[str, str | Callable[[ReadableSpan, Any], Any]] | None = None
+    span_name: str | None = None
+    attributes: Mapping[str, Any] | None = None
+    score_errors: bool = False
+    max_per_minute: float | None = None
+    max_tokens_per_hour: float | None = None
+    max_cost_per_hour: float | None = None
+    clock: Callable[[], float] | None = None
 
     def __post_init__(self) -> None:
+        self._check_limits()
         if not callable(getattr(self.scorer, "arun", None)) or not getattr(self.scorer, "id", None):
             raise ConfigurationError(
                 "ScoringRule(scorer=...) needs a scorer from tracescore.scorers (an object with "
@@ -132,6 +159,27 @@ class ScoringRule:
                 "(span, call_input) -> value), or give the value to the scorer factory"
             )
 
+    def _check_limits(self) -> None:
+        for field_name in ("max_per_minute", "max_tokens_per_hour", "max_cost_per_hour"):
+            value = getattr(self, field_name)
+            if value is None:
+                continue
+            if (isinstance(value, bool) or not isinstance(value, (int, float))
+                    or not math.isfinite(value) or value <= 0):
+                raise ConfigurationError(
+                    f"ScoringRule({field_name}={value!r}) takes a positive number or None"
+                )
+        if self.span_name is not None and not isinstance(self.span_name, str):
+            raise ConfigurationError("ScoringRule(span_name=...) takes a glob pattern string")
+        if self.attributes is not None and not isinstance(self.attributes, Mapping):
+            raise ConfigurationError(
+                "ScoringRule(attributes=...) takes a mapping of attribute name to value"
+            )
+        if not isinstance(self.score_errors, bool):
+            raise ConfigurationError("ScoringRule(score_errors=...) takes True or False")
+        if self.clock is not None and not callable(self.clock):
+            raise ConfigurationError("ScoringRule(clock=...) takes a callable returning seconds")
+
     def _sources(self) -> dict[str, Any]:
         if self.inputs is not None and not isinstance(self.inputs, Mapping):
             raise ConfigurationError(
@@ -151,6 +199,7 @@ class ScoringRule:
     def compile(self) -> CompiledRule:
         """The form the span processor runs on."""
         extractors = {name: _extractor(source) for name, source in self._sources().items()}
+        clock = self.clock or time.monotonic
         predicate = None
         if callable(self.on):
             user_predicate = self.on
@@ -170,6 +219,15 @@ class ScoringRule:
             salt=self.name or "",
             threshold=None if self.threshold is None else float(self.threshold),
             extractors=extractors,
+            span_name=(re.compile(fnmatch.translate(self.span_name))
+                       if self.span_name is not None else None),
+            attributes=tuple((self.attributes or {}).items()),
+            score_errors=self.score_errors,
+            rate_limiter=(TokenBucket(self.max_per_minute, clock=clock)
+                          if self.max_per_minute is not None else None),
+            budget=(HourlyBudget(self.max_tokens_per_hour, self.max_cost_per_hour, clock=clock)
+                    if self.max_tokens_per_hour is not None or self.max_cost_per_hour is not None
+                    else None),
         )
 
 
@@ -338,6 +396,9 @@ def configure(
     max_queue_size: int | None = None,
     flush_timeout: float | None = None,
     on_score: Callable[[ScoreEvent], Any] | None = None,
+    max_held_spans: int | None = None,
+    meter_provider: Any = None,
+    logger_provider: Any = None,
 ) -> Tracescore:
     """Set tracescore up: spans, scoring rules, judge and export. Keyword arguments only.
 
@@ -378,6 +439,14 @@ def configure(
             Default ``TRACESCORE_FLUSH_TIMEOUT``, else 10.
         on_score: a callback receiving every ``ScoreEvent`` on the scoring thread (keep it
             fast; exceptions are logged).
+        max_held_spans: spans held for their scores at once; past it new sampled spans are
+            exported unscored and the skips counted. Default ``TRACESCORE_MAX_HELD_SPANS``,
+            else bounded by ``max_queue_size`` (every held span waits on a queued job).
+        meter_provider: where score metrics and self-metrics go (see the README's Metrics
+            section). Default: the global ``MeterProvider`` (a no-op unless one is set).
+        logger_provider: where each score is also emitted as a ``gen_ai.evaluation.result``
+            log record carrying the scored span's trace and span ids. Default: the global
+            ``LoggerProvider`` (a no-op unless one is set).
 
     Returns:
         The configured ``Tracescore`` instance.
@@ -422,6 +491,12 @@ def configure(
                            DEFAULT_MAX_QUEUE_SIZE, integer=True)
     flush = _positive("flush_timeout", flush_timeout, "TRACESCORE_FLUSH_TIMEOUT",
                       DEFAULT_FLUSH_TIMEOUT)
+    # Each held span waits on at least one queued job, so the queue bounds held spans already;
+    # a separate cap only matters when it is smaller.
+    held_cap = None
+    if max_held_spans is not None or os.environ.get("TRACESCORE_MAX_HELD_SPANS", "").strip():
+        held_cap = _positive("max_held_spans", max_held_spans, "TRACESCORE_MAX_HELD_SPANS",
+                             queue_size, integer=True)
     content_len = _positive("max_content_length", max_content_length,
                             "TRACESCORE_MAX_CONTENT_LENGTH", 16_384, integer=True)
     if capture_content is None:
@@ -478,10 +553,19 @@ def configure(
 
         compiled = [rule.compile() for rule in rules]
         worker = BackgroundWorker(concurrency, queue_size)
+        holder: list[ScoringSpanProcessor] = []
+        telemetry = Telemetry(
+            meter_provider=meter_provider,
+            logger_provider=logger_provider,
+            queue_size=lambda: holder[0].pending_jobs() if holder else 0,
+            held_spans=lambda: holder[0].held_spans() if holder else 0,
+            version=__version__,
+        )
         processor = ScoringSpanProcessor(
             export_processor, compiled, worker, score_timeout=timeout, on_score=on_score,
-            flush_timeout=flush,
+            flush_timeout=flush, max_held_spans=held_cap, telemetry=telemetry,
         )
+        holder.append(processor)
         switch.target = processor
 
         _state.default_judge = judge_obj

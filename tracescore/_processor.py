@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import threading
 import time
 import weakref
@@ -25,10 +26,12 @@ from typing import Any
 from opentelemetry.sdk.trace import Event, ReadableSpan, SpanProcessor
 from opentelemetry.sdk.trace.id_generator import RandomIdGenerator
 from opentelemetry.sdk.util.instrumentation import InstrumentationScope
-from opentelemetry.trace import Link, SpanContext, SpanKind, TraceFlags
+from opentelemetry.trace import Link, SpanContext, SpanKind, StatusCode, TraceFlags
 
 from . import _semconv as sc
+from ._limits import HourlyBudget, TokenBucket
 from ._sampling import trace_sampled
+from ._telemetry import Telemetry
 from ._worker import BackgroundWorker
 
 logger = logging.getLogger("tracescore")
@@ -55,6 +58,9 @@ class Stats:
         scores_not_scorable: events labelled ``not_scorable``.
         scoring_errors: events carrying ``error.type``.
         skipped_queue_full: scoring jobs refused because the queue was full.
+        skipped_held_full: scoring jobs skipped because ``max_held_spans`` spans were held.
+        skipped_rate_limited: scoring jobs skipped by a rule's ``max_per_minute``.
+        skipped_budget: scoring jobs skipped by a rule's hourly judge budget.
         deadline_exports: spans exported by their deadline before every score was in.
     """
 
@@ -66,6 +72,9 @@ class Stats:
     scores_not_scorable: int = 0
     scoring_errors: int = 0
     skipped_queue_full: int = 0
+    skipped_held_full: int = 0
+    skipped_rate_limited: int = 0
+    skipped_budget: int = 0
     deadline_exports: int = 0
 
 
@@ -130,11 +139,36 @@ class CompiledRule:
     salt: str
     threshold: float | None
     extractors: dict[str, Callable[[ReadableSpan, Any], Any]]
+    span_name: re.Pattern[str] | None = None
+    attributes: tuple[tuple[str, Any], ...] = ()
+    score_errors: bool = False
+    rate_limiter: TokenBucket | None = None
+    budget: HourlyBudget | None = None
 
     def matches(self, span: ReadableSpan, kind: str | None) -> bool:
+        """Kind (or predicate), span-name pattern and attribute filters; no sampling."""
         if self.predicate is not None:
-            return bool(self.predicate(span))
-        return kind is not None and kind == self.kind
+            if not self.predicate(span):
+                return False
+        elif kind is None or kind != self.kind:
+            return False
+        if self.span_name is not None and not self.span_name.fullmatch(span.name):
+            return False
+        if self.attributes:
+            attrs = span.attributes or {}
+            for key, expected in self.attributes:
+                if attrs.get(key) != expected:
+                    return False
+        return True
+
+    def admit(self) -> str | None:
+        """None when the rule's rate limit and budget admit one more job, else the skip
+        reason (``rate_limited`` or ``budget``)."""
+        if self.budget is not None and not self.budget.admits():
+            return "budget"
+        if self.rate_limiter is not None and not self.rate_limiter.try_take():
+            return "rate_limited"
+        return None
 
 
 class ScoringSpanProcessor(SpanProcessor):
@@ -160,8 +194,12 @@ class ScoringSpanProcessor(SpanProcessor):
         score_timeout: float,
         on_score: Callable[[ScoreEvent], Any] | None = None,
         flush_timeout: float = 30.0,
+        max_held_spans: int | None = None,
+        telemetry: Telemetry | None = None,
     ) -> None:
         self._downstream = downstream
+        self._max_held = max_held_spans
+        self._telemetry = telemetry
         self._flush_timeout = flush_timeout
         self._rules = list(rules)
         self._worker = worker
@@ -244,11 +282,29 @@ class ScoringSpanProcessor(SpanProcessor):
         if self._collect_documents or self._collect_tool_calls:
             self._remember(span, kind, payload)
         is_local_root = span.parent is None or span.parent.is_remote
-        matched = [
-            r for r in self._rules
-            if r.matches(span, kind if isinstance(kind, str) else None)
-            and trace_sampled(ctx.trace_id, r.sample_rate, r.salt)
-        ]
+        failed = span.status.status_code is StatusCode.ERROR
+        kind_name = kind if isinstance(kind, str) else None
+        selected: list[tuple[CompiledRule, bool]] = []
+        for r in self._rules:
+            if not r.matches(span, kind_name):
+                continue
+            if trace_sampled(ctx.trace_id, r.sample_rate, r.salt):
+                selected.append((r, False))
+            elif r.score_errors and failed:
+                selected.append((r, True))
+        matched: list[CompiledRule] = []
+        forced: set[int] = set()
+        if selected:
+            with self._lock:
+                held_full = self._max_held is not None and len(self._held) >= self._max_held
+            for r, by_error in selected:
+                reason = "held_spans_full" if held_full else r.admit()
+                if reason is None:
+                    matched.append(r)
+                    if by_error:
+                        forced.add(id(r))
+                else:
+                    self._count_skip(r, reason)
         documents = self._trace_documents(ctx.trace_id) if matched else None
         tool_calls = (
             self._tool_calls_under(ctx.trace_id, ctx.span_id)
@@ -266,10 +322,10 @@ class ScoringSpanProcessor(SpanProcessor):
             self.stats.spans_held = len(self._held)
         inputs = _scoring_inputs(span, payload)
         for rule in matched:
-            job = _make_job(self, held, rule, inputs, documents, tool_calls)
+            job = _make_job(self, held, rule, inputs, documents, tool_calls,
+                            id(rule) in forced)
             if not self._worker.submit(job):
-                with self._lock:
-                    self.stats.skipped_queue_full += 1
+                self._count_skip(rule, "queue_full")
                 self._settle(held, None)
         deadline = time.monotonic() + self._score_timeout
         with self._lock:
@@ -350,8 +406,30 @@ class ScoringSpanProcessor(SpanProcessor):
                 found.append(call)
         return found
 
+    def _count_skip(self, rule: CompiledRule, reason: str) -> None:
+        with self._lock:
+            if reason == "queue_full":
+                self.stats.skipped_queue_full += 1
+            elif reason == "held_spans_full":
+                self.stats.skipped_held_full += 1
+            elif reason == "rate_limited":
+                self.stats.skipped_rate_limited += 1
+            elif reason == "budget":
+                self.stats.skipped_budget += 1
+        if self._telemetry is not None:
+            self._telemetry.record_skip(str(getattr(rule.scorer, "id", "custom")), reason)
+
+    def pending_jobs(self) -> int:
+        """Scoring jobs accepted and not finished (for the queue-size gauge)."""
+        return self._worker.pending
+
+    def held_spans(self) -> int:
+        """Spans held for their scores right now (for the held-spans gauge)."""
+        return len(self._held)
+
     # -- results -------------------------------------------------------------------------------
-    def _settle(self, held: _Held, event: Event | None, score: ScoreEvent | None = None) -> None:
+    def _settle(self, held: _Held, event: Event | None, score: ScoreEvent | None = None,
+                duration: float = 0.0) -> None:
         """Attach one job's event (None for a skipped job); export when the last one is in."""
         late = False
         export = False
@@ -378,6 +456,8 @@ class ScoringSpanProcessor(SpanProcessor):
             self._export_held(held)
         if late and event is not None:
             self._export(self._carrier(held.span, event))
+        if score is not None and self._telemetry is not None:
+            self._telemetry.record_score(score, duration)
         if score is not None and self._on_score is not None:
             try:
                 self._on_score(score)
@@ -651,17 +731,30 @@ def _make_job(
     inputs: _Inputs,
     documents: list[str] | None,
     tool_calls: list[dict[str, Any]] | None,
+    on_error: bool = False,
 ) -> Callable[[], Any]:
     from ._scoring import score_event  # keeps scorers off the import path of the hot loop
 
     async def job() -> None:
+        started = time.monotonic()
         try:
             event, score = await score_event(held.span, rule, inputs, documents, tool_calls)
+            if on_error:
+                attrs = dict(event.attributes or {})
+                attrs[sc.TRACESCORE_SELECTED_ON_ERROR] = True
+                event = Event(event.name, attrs, timestamp=event.timestamp)
+            if rule.budget is not None and score.result is not None:
+                result = score.result
+                rule.budget.spend(
+                    (getattr(result, "input_tokens", 0) or 0)
+                    + (getattr(result, "output_tokens", 0) or 0),
+                    getattr(result, "cost", None),
+                )
         except BaseException:
             # score_event reports scorer failures as events; this is cancellation at shutdown
             # or a bug: the span must not wait for a result that will never come.
             processor._settle(held, None)
             raise
-        processor._settle(held, event, score)
+        processor._settle(held, event, score, time.monotonic() - started)
 
     return job

@@ -66,3 +66,4 @@ TRACESCORE_EVALUATION_CARRIER: Final = "tracescore.evaluation.carrier"
 TRACESCORE_TRUNCATED: Final = "tracescore.truncated"
 
 INSTRUMENTATION_SCOPE: Final = "tracescore"
+TRACESCORE_SELECTED_ON_ERROR: Final = "tracescore.selected_on_error"

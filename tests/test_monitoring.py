@@ -1,0 +1,334 @@
+"""Production monitoring: rule filters, error capture, rate limits, budgets, backpressure under
+overload, score metrics and self-metrics, log-based score events, backends going away."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import threading
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+from opentelemetry.sdk._logs import LoggerProvider
+from opentelemetry.sdk._logs.export import InMemoryLogRecordExporter, SimpleLogRecordProcessor
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+
+import tracescore
+from tests.helpers import ProbeScorer, eval_events, finished, memory_configure
+from tests.judge_server import JudgeServer
+from tests.otlp_receiver import HttpOtlpReceiver
+from tracescore.scorers import create_answer_relevancy_scorer
+
+
+@pytest.fixture(autouse=True)
+def _cleanup() -> Any:
+    yield
+    tracescore.shutdown(3000)
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@dataclass
+class CostlyResult:
+    score: float
+    reason: str
+    judge_model: str = "openai/test-judge"
+    input_tokens: int = 60
+    output_tokens: int = 10
+    cost: float | None = 0.002
+
+
+class CostlyScorer(ProbeScorer):
+    async def arun(self, **kwargs: Any) -> Any:
+        self.calls.append(kwargs)
+        return CostlyResult(0.75, "fine")
+
+
+def metric_points(reader: InMemoryMetricReader) -> dict[str, list[Any]]:
+    data = reader.get_metrics_data()
+    out: dict[str, list[Any]] = {}
+    for rm in data.resource_metrics if data else []:
+        for sm in rm.scope_metrics:
+            for metric in sm.metrics:
+                out.setdefault(metric.name, []).extend(metric.data.data_points)
+    return out
+
+
+def total(points: list[Any], **attrs: Any) -> float:
+    return sum(p.value for p in points
+               if all(p.attributes.get(k) == v for k, v in attrs.items()))
+
+
+# -- rules -------------------------------------------------------------------------------------
+def test_span_name_and_attribute_filters() -> None:
+    probe = ProbeScorer()
+    _, exp = memory_configure(scoring=[tracescore.ScoringRule(
+        scorer=probe, on="agent", span_name="invoke_agent support-*",
+        attributes={"app.tier": "gold"})])
+
+    def make(name: str, tier: str) -> Any:
+        @tracescore.agent(name=name, attributes={"app.tier": tier})
+        def answer(q: str) -> str:
+            return "ok"
+
+        return answer
+
+    make("support-bot", "gold")("q")
+    make("support-bot", "free")("q")
+    make("sales-bot", "gold")("q")
+    spans = {(s.name, s.attributes["app.tier"]): s for s in finished(exp)}
+    assert len(eval_events(spans[("invoke_agent support-bot", "gold")])) == 1
+    assert eval_events(spans[("invoke_agent support-bot", "free")]) == []
+    assert eval_events(spans[("invoke_agent sales-bot", "gold")]) == []
+
+
+def test_errors_are_always_scored_when_asked() -> None:
+    probe = ProbeScorer()
+    _, exp = memory_configure(scoring=[tracescore.ScoringRule(
+        scorer=probe, sample_rate=0.0, score_errors=True)])
+
+    @tracescore.agent
+    def answer(fail: bool) -> str:
+        if fail:
+            raise RuntimeError("boom")
+        return "ok"
+
+    answer(False)
+    with pytest.raises(RuntimeError):
+        answer(True)
+    spans = finished(exp)
+    scored = [s for s in spans if eval_events(s)]
+    assert len(scored) == 1 and scored[0].status.status_code.name == "ERROR"
+    (event,) = eval_events(scored[0])
+    assert event["tracescore.selected_on_error"] is True
+    assert event["tracescore.sample_rate"] == 0.0
+
+
+def test_rate_limit_skips_exactly_what_it_should() -> None:
+    clock = FakeClock()
+    probe = ProbeScorer()
+    # 60 per minute = 1 per second, burst 1.
+    _, exp = memory_configure(scoring=[tracescore.ScoringRule(
+        scorer=probe, max_per_minute=60, clock=clock)])
+
+    @tracescore.agent
+    def answer(i: int) -> str:
+        return "ok"
+
+    for i in range(5):
+        answer(i)  # t=1000: only the first is admitted
+    clock.now += 0.5
+    answer(5)  # half a token: skipped
+    clock.now += 0.5
+    answer(6)  # one token: admitted
+    clock.now += 10
+    answer(7)
+    answer(8)  # the bucket holds one token at most: 7 admitted, 8 skipped
+    spans = finished(exp)
+    assert len(spans) == 9
+    assert [c["input"] for c in probe.calls] == [0, 6, 7]
+    assert tracescore.stats().skipped_rate_limited == 6
+
+
+def test_token_and_cost_budgets_skip_and_recover() -> None:
+    clock = FakeClock()
+    tokens = CostlyScorer(id="tokens")
+    cost = CostlyScorer(id="cost")
+    _, exp = memory_configure(scoring=[
+        tracescore.ScoringRule(scorer=tokens, max_tokens_per_hour=100, clock=clock),
+        tracescore.ScoringRule(scorer=cost, max_cost_per_hour=0.005, clock=clock),
+    ])
+
+    @tracescore.agent
+    def answer(i: int) -> str:
+        return "ok"
+
+    for i in range(4):
+        answer(i)
+        tracescore.force_flush(5000)  # each job's spend is recorded before the next span
+        clock.now += 60
+    # tokens: 0 -> 70 -> 140 (stop): calls 0, 1. cost: 0.002 -> 0.004 -> 0.006 (stop): 0, 1, 2.
+    assert [c["input"] for c in tokens.calls] == [0, 1]
+    assert [c["input"] for c in cost.calls] == [0, 1, 2]
+    assert tracescore.stats().skipped_budget == 2 + 1
+    clock.now += 3600  # the hour rolls over
+    answer(9)
+    finished(exp)
+    assert tokens.calls[-1]["input"] == 9 and cost.calls[-1]["input"] == 9
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [{"max_per_minute": 0}, {"max_tokens_per_hour": -1}, {"max_cost_per_hour": float("nan")},
+     {"span_name": 3}, {"attributes": ["a"]}, {"score_errors": "yes"}],
+)
+def test_bad_limit_arguments(kwargs: dict[str, Any]) -> None:
+    with pytest.raises(tracescore.ConfigurationError):
+        tracescore.ScoringRule(scorer=ProbeScorer(), **kwargs)
+
+
+# -- backpressure ------------------------------------------------------------------------------
+def test_overload_stays_within_caps_and_exports_every_span() -> None:
+    release = threading.Event()
+
+    class SlowScorer(ProbeScorer):
+        async def arun(self, **kwargs: Any) -> Any:
+            await asyncio.get_running_loop().run_in_executor(None, release.wait, 10)
+            return await super().arun(**kwargs)
+
+    reader = InMemoryMetricReader()
+    inst, exp = memory_configure(
+        scoring=[tracescore.ScoringRule(scorer=SlowScorer(id="slow"))],
+        max_queue_size=20, max_held_spans=8, max_concurrency=4, score_timeout=30,
+        meter_provider=MeterProvider(metric_readers=[reader]),
+    )
+    processor = inst.processor
+
+    @tracescore.agent
+    def answer(i: int) -> str:
+        return "ok"
+
+    peak_held = peak_pending = 0
+    for i in range(10_000):
+        answer(i)
+        peak_held = max(peak_held, processor.held_spans())
+        peak_pending = max(peak_pending, processor.pending_jobs())
+    assert peak_held <= 8 and peak_pending <= 20
+    stats = tracescore.stats()
+    assert stats.spans_scored == 8
+    assert stats.skipped_held_full == 10_000 - 8
+    points = metric_points(reader)
+    assert total(points["tracescore.scoring.jobs"], **{"tracescore.outcome": "skipped",
+                 "tracescore.skip.reason": "held_spans_full"}) == 10_000 - 8
+    release.set()
+    spans = finished(exp, timeout_millis=20_000)
+    assert len(spans) == 10_000
+    assert sum(len(eval_events(s)) for s in spans) == 8
+
+
+# -- metrics and logs --------------------------------------------------------------------------
+def test_score_metrics_and_self_metrics() -> None:
+    reader = InMemoryMetricReader()
+    costly = CostlyScorer(id="costly")
+    failing = ProbeScorer(id="failing", fail_with=tracescore.JudgeTimeoutError("slow"))
+    empty = ProbeScorer(id="empty")
+    _, exp = memory_configure(
+        scoring=[tracescore.ScoringRule(scorer=costly, threshold=0.5),
+                 tracescore.ScoringRule(scorer=failing),
+                 tracescore.ScoringRule(scorer=empty, on="tool")],
+        meter_provider=MeterProvider(metric_readers=[reader]),
+    )
+
+    @tracescore.tool
+    def nothing() -> None:
+        return None
+
+    @tracescore.agent
+    def answer(i: int) -> str:
+        nothing()
+        return "ok"
+
+    for i in range(3):
+        answer(i)
+    finished(exp)
+    points = metric_points(reader)
+    (hist,) = [p for p in points["tracescore.evaluation.score"]
+               if p.attributes["gen_ai.evaluation.name"] == "costly"]
+    assert hist.count == 3 and hist.sum == pytest.approx(2.25)
+    assert hist.attributes["gen_ai.evaluation.score.label"] == "pass"
+    jobs = points["tracescore.scoring.jobs"]
+    assert total(jobs, **{"gen_ai.evaluation.name": "costly", "tracescore.outcome": "scored"}) == 3
+    assert total(jobs, **{"tracescore.outcome": "error", "error.type": "timeout"}) == 3
+    assert total(jobs, **{"gen_ai.evaluation.name": "empty",
+                          "tracescore.outcome": "not_scorable"}) == 3
+    tokens = points["tracescore.judge.token.usage"]
+    assert total(tokens, **{"gen_ai.token.type": "input"}) == 180
+    assert total(tokens, **{"gen_ai.token.type": "output"}) == 30
+    assert total(points["tracescore.judge.cost"]) == pytest.approx(0.006)
+    durations = points["tracescore.scoring.duration"]
+    assert sum(p.count for p in durations) == 9
+    assert "tracescore.scoring.queue.size" in points
+    assert "tracescore.spans.held" in points
+
+
+def test_log_based_events_carry_the_scored_span_ids() -> None:
+    logs = InMemoryLogRecordExporter()
+    provider = LoggerProvider()
+    provider.add_log_record_processor(SimpleLogRecordProcessor(logs))
+    _, exp = memory_configure(scoring=[tracescore.ScoringRule(scorer=ProbeScorer())],
+                              logger_provider=provider)
+
+    @tracescore.agent
+    def answer(q: str) -> str:
+        return "x" * 40
+
+    answer("q")
+    (span,) = finished(exp)
+    (record,) = logs.get_finished_logs()
+    log = record.log_record
+    assert log.event_name == "gen_ai.evaluation.result"
+    assert log.trace_id == span.context.trace_id
+    assert log.span_id == span.context.span_id
+    assert log.attributes["gen_ai.evaluation.name"] == "probe"
+    assert log.attributes["gen_ai.evaluation.score.value"] == pytest.approx(0.4)
+
+
+# -- failing dependencies ----------------------------------------------------------------------
+def test_storm_of_429s(judge_server: JudgeServer) -> None:
+    judge_server.route("*", JudgeServer.Reply(status=429, body={"error": {"message": "slow"}}))
+    reader = InMemoryMetricReader()
+    judge = tracescore.Judge("openai/test-judge", api_base=judge_server.api_base,
+                             api_key="sk-test", timeout=5, max_retries=1, retry_backoff=0.01)
+    _, exp = memory_configure(
+        judge=judge, scoring=[tracescore.ScoringRule(scorer=create_answer_relevancy_scorer())],
+        meter_provider=MeterProvider(metric_readers=[reader]),
+    )
+
+    @tracescore.agent
+    def answer(i: int) -> str:
+        return f"answer {i}"
+
+    assert [answer(i) for i in range(30)] == [f"answer {i}" for i in range(30)]
+    spans = finished(exp, timeout_millis=30_000)
+    assert len(spans) == 30
+    assert all(eval_events(s)[0]["error.type"] == "rate_limited" for s in spans)
+    jobs = metric_points(reader)["tracescore.scoring.jobs"]
+    assert total(jobs, **{"error.type": "rate_limited"}) == 30
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def test_backend_down_then_up(monkeypatch: pytest.MonkeyPatch) -> None:
+    receiver = HttpOtlpReceiver()
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", receiver.endpoint)
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_TIMEOUT", "1")
+    # The receiver's socket is bound but not serving yet: the backend is "down".
+    receiver._server.socket.close()
+    tracescore.configure(scoring=[tracescore.ScoringRule(scorer=ProbeScorer())])
+
+    @tracescore.agent
+    def answer(i: int) -> str:
+        return "ok"
+
+    answer(1)
+    tracescore.force_flush(1500)  # returns by its deadline (the batch is lost, as OTel does)
+    tracescore.shutdown(1500)
+    with HttpOtlpReceiver() as up:
+        monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", up.endpoint)
+        tracescore.configure(scoring=[tracescore.ScoringRule(scorer=ProbeScorer())])
+        answer(2)
+        assert tracescore.force_flush(5000)
+        assert up.received.wait_for(lambda spans: len(spans) == 1)
+        assert up.received.spans[0].events[0][0] == "gen_ai.evaluation.result"

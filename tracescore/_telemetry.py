@@ -1,0 +1,167 @@
+"""Score metrics, self-metrics and log-based score events.
+
+Everything goes through the OpenTelemetry API, so whatever ``MeterProvider`` and
+``LoggerProvider`` the application configures (globally or passed to ``configure()``) exports
+it; with none configured the API's no-op providers make every call here nearly free.
+
+Metrics (instrument names are tracescore's own: the GenAI conventions define the
+``gen_ai.evaluation.result`` event but no evaluation metric yet):
+
+| instrument | kind | unit | attributes |
+|---|---|---|---|
+| ``tracescore.evaluation.score`` | histogram | ``1`` | ``gen_ai.evaluation.name``, ``gen_ai.evaluation.score.label`` |
+| ``tracescore.scoring.jobs`` | counter | ``{job}`` | ``gen_ai.evaluation.name``, ``tracescore.outcome`` (``scored``, ``not_scorable``, ``error``, ``skipped``), ``error.type``, ``tracescore.skip.reason`` |
+| ``tracescore.scoring.duration`` | histogram | ``s`` | ``gen_ai.evaluation.name``, ``tracescore.outcome`` |
+| ``tracescore.judge.token.usage`` | counter | ``{token}`` | ``gen_ai.evaluation.name``, ``gen_ai.token.type`` (``input``/``output``), ``tracescore.judge.model`` |
+| ``tracescore.judge.cost`` | counter | ``USD`` | ``gen_ai.evaluation.name``, ``tracescore.judge.model`` |
+| ``tracescore.scoring.queue.size`` | gauge | ``{job}`` | |
+| ``tracescore.spans.held`` | gauge | ``{span}`` | |
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from opentelemetry import metrics, trace
+from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags
+
+from . import _semconv as sc
+
+logger = logging.getLogger("tracescore")
+
+OUTCOME: str = "tracescore.outcome"
+SKIP_REASON: str = "tracescore.skip.reason"
+TOKEN_TYPE: str = "gen_ai.token.type"
+
+# Score values live in 0..scale, usually 0..1: buckets fine enough for percentiles and alerts.
+_SCORE_BUCKETS = [0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 1.0, 2.0, 5.0, 10.0]
+_DURATION_BUCKETS = [0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0]
+
+
+class Telemetry:
+    """The metric instruments and the event logger of one configuration.
+
+    Args:
+        meter_provider: where metrics go; default the global ``MeterProvider``.
+        logger_provider: where ``gen_ai.evaluation.result`` log records go; default the global
+            ``LoggerProvider`` (a no-op unless the application set one).
+        queue_size: callable returning the scoring jobs pending (for the gauge).
+        held_spans: callable returning the spans held for their scores (for the gauge).
+    """
+
+    def __init__(
+        self,
+        *,
+        meter_provider: Any = None,
+        logger_provider: Any = None,
+        queue_size: Callable[[], int] = lambda: 0,
+        held_spans: Callable[[], int] = lambda: 0,
+        version: str = "",
+    ) -> None:
+        provider = meter_provider or metrics.get_meter_provider()
+        meter = provider.get_meter(sc.INSTRUMENTATION_SCOPE, version)
+        self.score = meter.create_histogram(
+            "tracescore.evaluation.score", unit="1",
+            description="Score values attached to spans, per scorer id.",
+            explicit_bucket_boundaries_advisory=_SCORE_BUCKETS,
+        )
+        self.jobs = meter.create_counter(
+            "tracescore.scoring.jobs", unit="{job}",
+            description="Scoring jobs by outcome (scored, not_scorable, error, skipped).",
+        )
+        self.duration = meter.create_histogram(
+            "tracescore.scoring.duration", unit="s",
+            description="Wall time of one scoring job, judge calls included.",
+            explicit_bucket_boundaries_advisory=_DURATION_BUCKETS,
+        )
+        self.tokens = meter.create_counter(
+            "tracescore.judge.token.usage", unit="{token}",
+            description="Tokens the judge consumed, by gen_ai.token.type.",
+        )
+        self.cost = meter.create_counter(
+            "tracescore.judge.cost", unit="USD",
+            description="Judge cost where litellm knows the model's price.",
+        )
+
+        def observe(fn: Callable[[], int]) -> Callable[[Any], Iterable[metrics.Observation]]:
+            def callback(options: Any) -> Iterable[metrics.Observation]:
+                try:
+                    return [metrics.Observation(fn())]
+                except Exception:
+                    return []
+
+            return callback
+
+        meter.create_observable_gauge(
+            "tracescore.scoring.queue.size", callbacks=[observe(queue_size)], unit="{job}",
+            description="Scoring jobs accepted and not finished.",
+        )
+        meter.create_observable_gauge(
+            "tracescore.spans.held", callbacks=[observe(held_spans)], unit="{span}",
+            description="Spans held until their scores are attached.",
+        )
+        self._logger_provider = logger_provider
+        self._event_logger: Any = None
+
+    def _logger(self) -> Any:
+        if self._event_logger is None:
+            from opentelemetry import _logs
+
+            provider = self._logger_provider or _logs.get_logger_provider()
+            self._event_logger = provider.get_logger(sc.INSTRUMENTATION_SCOPE)
+        return self._event_logger
+
+    def record_skip(self, scorer_id: str, reason: str) -> None:
+        """Count a job that was not run (``queue_full``, ``rate_limited``, ``budget``, ...)."""
+        self.jobs.add(1, {sc.GEN_AI_EVALUATION_NAME: scorer_id, OUTCOME: "skipped",
+                          SKIP_REASON: reason})
+
+    def record_score(self, event: Any, duration_s: float) -> None:
+        """Record one finished job: its outcome, score, duration, tokens and cost, and emit the
+        log-based ``gen_ai.evaluation.result`` event tied to the scored span."""
+        try:
+            name = event.scorer_id
+            if event.error_type is not None:
+                outcome = "error"
+                self.jobs.add(1, {sc.GEN_AI_EVALUATION_NAME: name, OUTCOME: outcome,
+                                  sc.ERROR_TYPE: event.error_type})
+            elif event.score is None:
+                outcome = "not_scorable"
+                self.jobs.add(1, {sc.GEN_AI_EVALUATION_NAME: name, OUTCOME: outcome})
+            else:
+                outcome = "scored"
+                self.jobs.add(1, {sc.GEN_AI_EVALUATION_NAME: name, OUTCOME: outcome})
+                attrs = {sc.GEN_AI_EVALUATION_NAME: name}
+                if event.label is not None:
+                    attrs[sc.GEN_AI_EVALUATION_SCORE_LABEL] = event.label
+                self.score.record(event.score, attrs)
+            self.duration.record(duration_s, {sc.GEN_AI_EVALUATION_NAME: name, OUTCOME: outcome})
+            result = event.result
+            model = getattr(result, "judge_model", None)
+            if model:
+                base = {sc.GEN_AI_EVALUATION_NAME: name, sc.TRACESCORE_JUDGE_MODEL: str(model)}
+                for token_type, count in (("input", getattr(result, "input_tokens", 0)),
+                                          ("output", getattr(result, "output_tokens", 0))):
+                    if count:
+                        self.tokens.add(int(count), {**base, TOKEN_TYPE: token_type})
+                cost = getattr(result, "cost", None)
+                if cost:
+                    self.cost.add(float(cost), base)
+            self._emit_log(event)
+        except Exception:
+            logger.debug("tracescore could not record score telemetry", exc_info=True)
+
+    def _emit_log(self, event: Any) -> None:
+        ctx = trace.set_span_in_context(
+            NonRecordingSpan(
+                SpanContext(event.trace_id, event.span_id, is_remote=False,
+                            trace_flags=TraceFlags(TraceFlags.SAMPLED))
+            )
+        )
+        self._logger().emit(
+            event_name=sc.GEN_AI_EVALUATION_RESULT_EVENT,
+            attributes=event.attributes,
+            context=ctx,
+        )
