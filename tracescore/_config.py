@@ -511,7 +511,7 @@ def configure(
         export_processor: SpanProcessor | None = None
         description = "none"
     else:
-        if exporter is None or exporter is True:
+        if exporter is None:
             chosen, description = exporter_from_env()
         else:
             chosen, description = exporter, f"custom exporter {type(exporter).__name__}"

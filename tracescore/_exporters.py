@@ -41,10 +41,10 @@ def _ids_to_hex(node: Any) -> None:
 def spans_to_otlp_json(spans: Sequence[ReadableSpan]) -> dict[str, Any]:
     """Encode spans as an OTLP/JSON ``ExportTraceServiceRequest`` (a dict ready for
     ``json.dumps``): lowerCamelCase keys, hex ids, enums as integers."""
-    from google.protobuf.json_format import MessageToDict
+    from google.protobuf.json_format import MessageToDict  # type: ignore[import-untyped]
     from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 
-    doc = MessageToDict(encode_spans(spans), use_integers_for_enums=True)
+    doc: dict[str, Any] = MessageToDict(encode_spans(spans), use_integers_for_enums=True)
     _ids_to_hex(doc)
     return doc
 

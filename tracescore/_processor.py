@@ -373,7 +373,7 @@ class ScoringSpanProcessor(SpanProcessor):
                 attrs = span.attributes or {}
                 call = {
                     "name": str(attrs.get(sc.GEN_AI_TOOL_NAME, span.name)),
-                    "arguments": payload.input,
+                    "arguments": payload.arguments,
                     "result": payload.output,
                 }
                 if payload.error is not None:

@@ -7,15 +7,18 @@ it; with none configured the API's no-op providers make every call here nearly f
 Metrics (instrument names are tracescore's own: the GenAI conventions define the
 ``gen_ai.evaluation.result`` event but no evaluation metric yet):
 
-| instrument | kind | unit | attributes |
-|---|---|---|---|
-| ``tracescore.evaluation.score`` | histogram | ``1`` | ``gen_ai.evaluation.name``, ``gen_ai.evaluation.score.label`` |
-| ``tracescore.scoring.jobs`` | counter | ``{job}`` | ``gen_ai.evaluation.name``, ``tracescore.outcome`` (``scored``, ``not_scorable``, ``error``, ``skipped``), ``error.type``, ``tracescore.skip.reason`` |
-| ``tracescore.scoring.duration`` | histogram | ``s`` | ``gen_ai.evaluation.name``, ``tracescore.outcome`` |
-| ``tracescore.judge.token.usage`` | counter | ``{token}`` | ``gen_ai.evaluation.name``, ``gen_ai.token.type`` (``input``/``output``), ``tracescore.judge.model`` |
-| ``tracescore.judge.cost`` | counter | ``USD`` | ``gen_ai.evaluation.name``, ``tracescore.judge.model`` |
-| ``tracescore.scoring.queue.size`` | gauge | ``{job}`` | |
-| ``tracescore.spans.held`` | gauge | ``{span}`` | |
+- ``tracescore.evaluation.score`` (histogram, ``1``): ``gen_ai.evaluation.name``,
+  ``gen_ai.evaluation.score.label``.
+- ``tracescore.scoring.jobs`` (counter, ``{job}``): ``gen_ai.evaluation.name``,
+  ``tracescore.outcome`` (``scored``, ``not_scorable``, ``error``, ``skipped``), ``error.type``,
+  ``tracescore.skip.reason``.
+- ``tracescore.scoring.duration`` (histogram, ``s``): ``gen_ai.evaluation.name``,
+  ``tracescore.outcome``.
+- ``tracescore.judge.token.usage`` (counter, ``{token}``): ``gen_ai.evaluation.name``,
+  ``gen_ai.token.type`` (``input``/``output``), ``tracescore.judge.model``.
+- ``tracescore.judge.cost`` (counter, ``USD``): ``gen_ai.evaluation.name``,
+  ``tracescore.judge.model``.
+- ``tracescore.scoring.queue.size`` and ``tracescore.spans.held`` (gauges).
 """
 
 from __future__ import annotations
