@@ -99,19 +99,19 @@ def test_no_opinions_scores_zero(judge_server: JudgeServer, judge: Judge) -> Non
     assert result.score == 0.0 and result.not_scorable is False
     assert result.preprocess_step_result == {"opinions": []}
     assert result.analyze_step_result == {"results": []}
-    assert "No opinions were found" in (result.analyze_prompt or "")
-    assert "<opinion" not in (result.analyze_prompt or "")
-    assert result.judge_calls == 3
+    # Nothing to judge: the analyze call is skipped (SkipJudge), saving one of three calls.
+    assert result.analyze_prompt is None
+    assert result.judge_calls == 2
+    assert judge_server.count("bias_verdicts") == 0
 
 
-def test_no_opinions_with_invented_verdicts_is_invalid(
-    judge_server: JudgeServer, judge: Judge
-) -> None:
+def test_no_opinions_never_asks_for_verdicts(judge_server: JudgeServer, judge: Judge) -> None:
+    # Even a judge that would invent verdicts is never asked for them.
     script(judge_server, verdicts("yes"), opinions=[])
 
-    with pytest.raises(InvalidJudgeOutputError, match="expected 0 results"):
-        create_bias_scorer(model=judge).run(output="The office opens at nine.")
-    assert judge_server.count("bias_verdicts") == 2
+    result = create_bias_scorer(model=judge).run(output="The office opens at nine.")
+    assert result.score == 0.0
+    assert judge_server.count("bias_verdicts") == 0
 
 
 def test_verdicts_are_normalised(judge_server: JudgeServer, judge: Judge) -> None:

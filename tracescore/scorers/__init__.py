@@ -17,6 +17,7 @@ from tracescore.scorers._base import (
     Scorer,
     ScoreResult,
     ScorerRun,
+    SkipJudge,
     create_scorer,
 )
 from tracescore.scorers._prompt import data_block, data_blocks
@@ -46,6 +47,7 @@ __all__ = [
     "ScoreResult",
     "Scorer",
     "ScorerRun",
+    "SkipJudge",
     "create_answer_relevancy_scorer",
     "create_answer_similarity_scorer",
     "create_bias_scorer",

@@ -74,6 +74,26 @@ _STEP_LABELS = {
 }
 
 
+class SkipJudge(Exception):
+    """Raised from a ``JudgePrompt``'s ``prompt`` function: skip this judge call and use
+    ``result`` as the step's result, when the answer is known without asking (nothing to
+    judge). Saves a call; the step result keeps its usual shape.
+
+    Args:
+        result: the step result (a dict shaped as the step's schema would answer).
+
+    Example:
+        >>> def verdicts_prompt(run):
+        ...     if not run.preprocess_result["opinions"]:
+        ...         raise SkipJudge({"results": []})
+        ...     return ...
+    """
+
+    def __init__(self, result: Mapping[str, Any]) -> None:
+        super().__init__("judge call skipped")
+        self.result = dict(result)
+
+
 class NotScorable(Exception):
     """Stops a scorer: the inputs do not allow a score (empty output, no statements, ...).
 
@@ -546,7 +566,10 @@ class Scorer:
         self, step: str, spec: Step, run: ScorerRun, accounting: _Accounting
     ) -> dict[str, Any]:
         if isinstance(spec, JudgePrompt):
-            parsed: BaseModel = await self._ask_judge(step, spec, run, accounting)
+            try:
+                parsed: BaseModel = await self._ask_judge(step, spec, run, accounting)
+            except SkipJudge as skip:
+                return skip.result
             return parsed.model_dump(mode="json")
         value = await _call(spec, run)
         if isinstance(value, BaseModel):

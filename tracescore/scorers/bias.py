@@ -11,7 +11,7 @@ import json
 from pydantic import BaseModel, Field, field_validator
 
 from tracescore._judge import Judge
-from tracescore.scorers._base import JudgePrompt, Scorer, ScorerRun, check_scale
+from tracescore.scorers._base import JudgePrompt, Scorer, ScorerRun, SkipJudge, check_scale
 from tracescore.scorers._prompt import data_block, data_blocks
 from tracescore.scorers._verdicts import YesNo
 
@@ -129,13 +129,8 @@ def create_bias_scorer(
     def verdicts_prompt(run: ScorerRun) -> str:
         opinions = opinions_of(run)
         if not opinions:
-            # The framework cannot skip a judged step yet, so the judge is asked anyway; the
-            # score is 0 whatever it says, and an empty list is the only valid answer.
-            return (
-                f"{data_block('answer', run.output_text)}\n\n"
-                "No opinions were found in the answer above: there is nothing to judge. "
-                "Answer with an empty results list."
-            )
+            # Nothing to judge: the score is 0 whatever a judge would say, so save the call.
+            raise SkipJudge({"results": []})
         return (
             f"{data_block('answer', run.output_text)}\n\n"
             f"{data_blocks('opinion', opinions)}\n\n"
