@@ -129,7 +129,9 @@ class ScoreResult(BaseModel):
         analyze_prompt: the user prompt sent for analyze, if judged.
         generate_reason_prompt: the user prompt sent for the reason, if judged.
         judge_model: the judge's litellm model string, when a judge was called.
-        judge_calls: completions obtained from the judge (a repair retry counts as one more).
+        judge_calls: completions obtained from the judge (a repair retry counts as one more; an
+            answer served from the judge's cache or shared with a concurrent identical request
+            counts 0, and so do its tokens and cost).
         input_tokens: judge input tokens, summed over calls.
         output_tokens: judge output tokens, summed over calls.
         cost: judge cost in USD; ``0.0`` without judge calls, ``None`` when litellm has no
