@@ -332,3 +332,65 @@ def test_backend_down_then_up(monkeypatch: pytest.MonkeyPatch) -> None:
         assert tracescore.force_flush(5000)
         assert up.received.wait_for(lambda spans: len(spans) == 1)
         assert up.received.spans[0].events[0][0] == "gen_ai.evaluation.result"
+
+
+EXIT_SCRIPT = """
+import os, sys
+sys.path.insert(0, {root!r})
+import tracescore
+from tracescore.scorers import create_answer_relevancy_scorer
+judge = tracescore.Judge("openai/test-judge", api_base={api_base!r}, api_key="sk-test",
+                         timeout=10, max_retries=0)
+tracescore.configure(
+    judge=judge, exporter=tracescore.FileSpanExporter({path!r}), flush_timeout=20,
+    scoring=[tracescore.ScoringRule(scorer=create_answer_relevancy_scorer())],
+)
+
+@tracescore.agent(name="exiting")
+def answer(q):
+    return "Paris is the capital of France."
+
+answer("What is the capital of France?")
+# No flush: the exit hook must score and export before the interpreter goes away.
+"""
+
+
+def test_exit_hook_scores_pending_spans_with_a_real_judge(
+    judge_server: JudgeServer, tmp_path: Any
+) -> None:
+    import json
+    import os
+    import subprocess
+    import sys
+
+    judge_server.delay = 0.3
+    judge_server.route("answer_relevancy_statements", {"statements": ["Paris is the capital."]})
+    judge_server.route("answer_relevancy_verdicts",
+                       {"results": [{"result": "yes", "reason": "direct"}]})
+    judge_server.route("answer_relevancy_reason", {"reason": "It answers the question."})
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    out = tmp_path / "spans.jsonl"
+    script = tmp_path / "exit.py"
+    script.write_text(EXIT_SCRIPT.format(root=root, api_base=judge_server.api_base,
+                                         path=str(out)))
+    env = dict(os.environ, LITELLM_OFFLINE_MODE="true")
+    subprocess.run([sys.executable, str(script)], check=True, env=env, timeout=120)
+    spans = [s for line in out.read_text().splitlines()
+             for rs in json.loads(line)["resourceSpans"]
+             for ss in rs["scopeSpans"] for s in ss["spans"]]
+    assert [s["name"] for s in spans] == ["invoke_agent exiting"]
+    (event,) = spans[0]["events"]
+    attrs = {a["key"]: a["value"] for a in event["attributes"]}
+    assert attrs["gen_ai.evaluation.score.value"] == {"doubleValue": 1.0}
+    assert "error.type" not in attrs
+
+
+def test_auth_errors_are_not_retried(judge_server: JudgeServer) -> None:
+    judge_server.route("answer_relevancy_statements",
+                       JudgeServer.Reply(status=401, body={"error": {"message": "bad key"}}))
+    judge = tracescore.Judge("openai/test-judge", api_base=judge_server.api_base,
+                             api_key="sk-wrong", timeout=5, max_retries=3, retry_backoff=0.01)
+    with pytest.raises(tracescore.JudgeError) as info:
+        create_answer_relevancy_scorer(model=judge).run(input="q?", output="An answer.")
+    assert info.value.error_type == "judge_error"
+    assert judge_server.count("answer_relevancy_statements") == 1

@@ -8,6 +8,7 @@ and falls back to the default.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import fnmatch
 import logging
 import math
@@ -580,6 +581,13 @@ def configure(
         _current = instance
         if not _atexit_registered:
             atexit.register(_at_exit)
+            # threading's exit hooks run before atexit's, and among them the one that stops
+            # every ThreadPoolExecutor (asyncio's default executor included): judge calls still
+            # pending at exit need it, so flush from a threading hook registered after it.
+            register = getattr(threading, "_register_atexit", None)
+            if register is not None:
+                with contextlib.suppress(RuntimeError):  # interpreter already shutting down
+                    register(_at_exit)
             _atexit_registered = True
         if previous is not None:
             # Only now, with the new processor in place: spans ending meanwhile reach it

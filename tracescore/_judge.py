@@ -798,12 +798,20 @@ def _status_code(exc: BaseException) -> int | None:
     return status if isinstance(status, int) else None
 
 
+_MISSING_CREDENTIALS = "missing credentials"
+
+
 def _classify(exc: BaseException) -> str:
     from litellm import exceptions as errors
 
     if isinstance(exc, (errors.Timeout, asyncio.TimeoutError, TimeoutError)):
         return "timeout"
     status = _status_code(exc)
+    if isinstance(exc, (errors.AuthenticationError, errors.PermissionDeniedError)) or status in (
+        401, 403
+    ) or _MISSING_CREDENTIALS in str(exc).lower():
+        # litellm reports a missing key as a 500 "Missing credentials": retrying cannot help.
+        return "error"
     if isinstance(exc, errors.RateLimitError) or status == 429:
         return "rate_limited"
     if isinstance(

@@ -61,7 +61,8 @@ class Stats:
         skipped_held_full: scoring jobs skipped because ``max_held_spans`` spans were held.
         skipped_rate_limited: scoring jobs skipped by a rule's ``max_per_minute``.
         skipped_budget: scoring jobs skipped by a rule's hourly judge budget.
-        deadline_exports: spans exported by their deadline before every score was in.
+        deadline_exports: spans exported before every score was in, by their
+            ``score_timeout`` or by a ``force_flush``/``shutdown`` deadline.
     """
 
     spans_exported: int = 0
@@ -562,6 +563,7 @@ class ScoringSpanProcessor(SpanProcessor):
         idle = self._worker.wait_idle(max(0.0, deadline - reserve - time.monotonic()))
         with self._lock:
             remaining = [h for h in list(self._held.values()) if self._release(h)]
+            self.stats.deadline_exports += len(remaining)
         for held in remaining:
             self._export_held(held)
         flushed = True
@@ -596,6 +598,7 @@ class ScoringSpanProcessor(SpanProcessor):
         self._worker.shutdown(_left(deadline))
         with self._lock:
             remaining = [h for h in list(self._held.values()) if self._release(h)]
+            self.stats.deadline_exports += len(remaining)
         for held in remaining:
             self._export_held(held)
         if self._downstream is not None:
