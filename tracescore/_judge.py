@@ -26,7 +26,9 @@ from __future__ import annotations
 import asyncio
 import atexit
 import contextlib
+import copy
 import dataclasses
+import functools
 import hashlib
 import json
 import random
@@ -373,7 +375,7 @@ class Judge:
         validate: Callable[[SchemaT], None] | None,
     ) -> JudgeReply[SchemaT]:
         # Runs on the judge loop (one thread): the flights need no lock.
-        schema_json = json.dumps(schema.model_json_schema(), ensure_ascii=False, sort_keys=True)
+        schema_json = _schema_json(schema, sort_keys=True)
         key = self._cache_key(system, user, name, schema_json)
         cached = self._cache_lookup(key, schema, validate)
         if cached is not None:
@@ -472,7 +474,7 @@ class Judge:
         name: str,
         validate: Callable[[SchemaT], None] | None,
     ) -> JudgeReply[SchemaT]:
-        schema_json = json.dumps(schema.model_json_schema(), ensure_ascii=False)
+        schema_json = _schema_json(schema, sort_keys=False)
         messages: list[dict[str, str]] = [{"role": "user", "content": user}]
         prompt_tokens = completion_tokens = 0
         costs: list[float | None] = []
@@ -713,6 +715,19 @@ def _response_format(
         return {"type": "json_object"}
     if mode == "none":
         return None
+    # Building the strict schema costs as much as a tenth of a judge call's CPU: do it once per
+    # (schema, name) and hand each call its own copy (litellm may mutate what it is given).
+    return copy.deepcopy(_strict_response_format(schema, name))
+
+
+@functools.lru_cache(maxsize=256)
+def _schema_json(schema: type[BaseModel], sort_keys: bool) -> str:
+    """The schema as JSON text, computed once per schema class."""
+    return json.dumps(schema.model_json_schema(), ensure_ascii=False, sort_keys=sort_keys)
+
+
+@functools.lru_cache(maxsize=256)
+def _strict_response_format(schema: type[BaseModel], name: str) -> dict[str, Any]:
     from litellm.llms.base_llm.base_utils import type_to_response_format_param
 
     # litellm makes the pydantic schema acceptable to strict structured outputs
@@ -782,10 +797,23 @@ def _parse(
     return parsed
 
 
+_UNPRICED: set[str] = set()
+
+
 def _cost(response: Any) -> float | None:
+    # litellm has usually priced the response already; computing it again costs ~0.5 ms, and
+    # raising for an unpriced model ~1.3 ms, on every call.
+    hidden = getattr(response, "_hidden_params", None)
+    if isinstance(hidden, dict) and isinstance(hidden.get("response_cost"), (int, float)):
+        return float(hidden["response_cost"])
+    model = str(getattr(response, "model", "") or "")
+    if model in _UNPRICED:
+        return None
     try:
         value = _litellm().completion_cost(completion_response=response)
     except Exception:  # noqa: BLE001 - litellm raises for models it has no price for
+        if model and len(_UNPRICED) < 1024:
+            _UNPRICED.add(model)
         return None
     try:
         return float(value)
