@@ -42,31 +42,40 @@ from ._errors import (
     ScoringError,
     TracescoreError,
 )
-from ._evals import (
-    EvalItem,
-    EvalItemResult,
-    EvalResult,
-    ItemScore,
-    ScorerSummary,
-    TargetError,
-    arun_evals,
-    run_evals,
-)
 from ._exporters import FileSpanExporter
 from ._judge import Judge
 from ._processor import ScoreEvent, Stats
 
 if TYPE_CHECKING:
     from . import scorers
+    from ._evals import (
+        EvalItem,
+        EvalItemResult,
+        EvalResult,
+        ItemScore,
+        ScorerSummary,
+        TargetError,
+        arun_evals,
+        run_evals,
+    )
+
+_LAZY_EVALS = frozenset({
+    "EvalItem", "EvalItemResult", "EvalResult", "ItemScore", "ScorerSummary", "TargetError",
+    "arun_evals", "run_evals",
+})
 
 
 def __getattr__(name: str) -> Any:
     # ``tracescore.scorers`` is imported on first use: it pulls in pydantic, which the
     # decorators' hot path never needs.
-    if name == "scorers":
-        import importlib
+    import importlib
 
+    if name == "scorers":
         return importlib.import_module(".scorers", __name__)
+    if name in _LAZY_EVALS:  # run_evals and its result types: CI-time code, not the hot path
+        value = getattr(importlib.import_module("._evals", __name__), name)
+        globals()[name] = value
+        return value
     raise AttributeError(f"module 'tracescore' has no attribute {name!r}")
 
 
