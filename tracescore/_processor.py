@@ -727,6 +727,9 @@ def _scoring_inputs(span: ReadableSpan, payload: Any) -> _Inputs:
     return _Inputs(attrs.get(sc.INPUT_VALUE), attrs.get(sc.OUTPUT_VALUE), None)
 
 
+_score_event: Any = None
+
+
 def _make_job(
     processor: ScoringSpanProcessor,
     held: _Held,
@@ -736,7 +739,13 @@ def _make_job(
     tool_calls: list[dict[str, Any]] | None,
     on_error: bool = False,
 ) -> Callable[[], Any]:
-    from ._scoring import score_event  # keeps scorers off the import path of the hot loop
+    global _score_event
+    if _score_event is None:
+        # Imported on first use: keeps the scoring code off `import tracescore`.
+        from ._scoring import score_event as loaded
+
+        _score_event = loaded
+    score_event = _score_event
 
     async def job() -> None:
         started = time.monotonic()

@@ -22,6 +22,8 @@ from typing import Any
 
 logger = logging.getLogger("tracescore")
 
+_POLL_INTERVAL = 0.005  # seconds; the added scoring latency is negligible next to a judge call
+
 _workers: weakref.WeakSet[BackgroundWorker] = weakref.WeakSet()
 
 
@@ -136,11 +138,16 @@ class BackgroundWorker:
 
     def _drain(self) -> None:
         with self._lock:
-            self._wake_scheduled = False
             jobs = list(self._inbox)
             self._inbox.clear()
+            # While jobs keep coming, poll the inbox every few milliseconds instead of being
+            # woken per job: a wake-up is a syscall and a GIL hand-off on the caller's thread.
+            # When a poll finds nothing, the next submit() wakes the loop again.
+            self._wake_scheduled = bool(jobs)
         self._ready.extend(jobs)
         loop = asyncio.get_running_loop()
+        if jobs:
+            loop.call_later(_POLL_INTERVAL, self._drain)
         # A consumer runs jobs until none is ready, so each new job needs at most one more, and
         # never more than ``concurrency`` run: a huge setting costs nothing until jobs arrive.
         for _ in range(min(self.concurrency - len(self._consumers), len(jobs))):
