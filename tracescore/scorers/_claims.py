@@ -11,25 +11,32 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field, field_validator
 
 from tracescore._errors import ConfigurationError
 from tracescore.scorers._base import JudgePrompt, NotScorable, ScorerRun
+from tracescore.scorers._common import Reason, check_count
 from tracescore.scorers._prompt import data_block, data_blocks
 
 __all__ = [
     "CLAIMS_INSTRUCTIONS",
     "OUTPUT_CLAIMS",
+    "ClaimSource",
     "ClaimVerdictsCheck",
     "Claims",
-    "Reason",
     "check_context_option",
+    "claim_verdicts_step",
     "claims_and_context",
     "claims_of",
+    "claims_reason_step",
     "judged_claims",
+    "yes_share",
 ]
+
+ClaimSource = Literal["output", "ground truth"]
+"""What the claims are taken from: the judged answer or the reference answer."""
 
 
 class Claims(BaseModel):
@@ -41,12 +48,6 @@ class Claims(BaseModel):
     @classmethod
     def _drop_blank(cls, value: list[str]) -> list[str]:
         return [c.strip() for c in value if c.strip()]
-
-
-class Reason(BaseModel):
-    """Reason answer."""
-
-    reason: str
 
 
 CLAIMS_INSTRUCTIONS = """\
@@ -75,7 +76,7 @@ OUTPUT_CLAIMS = JudgePrompt(
 """The claims of the judged answer, shared by faithfulness and hallucination."""
 
 
-def claims_of(run: ScorerRun, *, source: str = "output") -> list[str]:
+def claims_of(run: ScorerRun, *, source: ClaimSource = "output") -> list[str]:
     """The claims found by the preprocess step; ``NotScorable`` when there are none.
 
     Args:
@@ -106,10 +107,7 @@ class ClaimVerdictsCheck:
 
     def __call__(self, parsed: Any, run: ScorerRun) -> None:
         assert run.preprocess_result is not None
-        expected = len(run.preprocess_result["claims"])
-        got = len(parsed.verdicts)
-        if got != expected:
-            raise ValueError(f"expected {expected} verdicts, one per claim in order, got {got}")
+        check_count(parsed.verdicts, len(run.preprocess_result["claims"]), "verdicts", "claim")
 
 
 def judged_claims(run: ScorerRun) -> str:
@@ -147,3 +145,67 @@ def check_context_option(context: object) -> None:
             "context must be a list of strings or documents (dicts with content/text/"
             f"page_content), got {type(context).__name__}; wrap a single text in a list"
         )
+
+
+def claim_verdicts_step(
+    *,
+    instructions: str,
+    output_schema: type[BaseModel],
+    name: str,
+    task: str,
+    source: ClaimSource = "output",
+) -> JudgePrompt:
+    """The analyze step of a claim-checking scorer: one verdict per claim against the context.
+
+    Args:
+        instructions: the scorer's verdict instructions.
+        output_schema: the scorer's verdicts schema (``{"verdicts": [...]}``).
+        name: the schema name, e.g. ``"faithfulness_verdicts"``.
+        task: the request after the claims, with ``{n}`` for the number of claims.
+        source: what the claims were taken from (see ``claims_of``).
+    """
+
+    def prompt(run: ScorerRun) -> str:
+        claims = claims_of(run, source=source)
+        return claims_and_context(run, claims, task.format(n=len(claims)))
+
+    return JudgePrompt(
+        instructions=instructions,
+        prompt=prompt,
+        output_schema=output_schema,
+        name=name,
+        validate=ClaimVerdictsCheck(),
+    )
+
+
+def claims_reason_step(
+    *, instructions: str, name: str, source: ClaimSource = "output", note: str = ""
+) -> JudgePrompt:
+    """The reason step of a claim-checking scorer: the text, the judged claims, the score.
+
+    Args:
+        instructions: the scorer's reason instructions.
+        name: the schema name, e.g. ``"faithfulness_reason"``.
+        source: the text the claims were taken from, shown first (the answer or the reference).
+        note: said right after the score, e.g. ``" (lower is better)"``.
+    """
+
+    def prompt(run: ScorerRun) -> str:
+        if source == "output":
+            text = data_block("answer", run.output_text)
+        else:
+            text = data_block("reference", run.ground_truth_text)
+        return (
+            f"{text}\n\n"
+            f"{judged_claims(run)}\n\n"
+            f"Score: {run.score:g} out of {run.scale:g}{note}. Explain this score."
+        )
+
+    return JudgePrompt(instructions=instructions, prompt=prompt, output_schema=Reason, name=name)
+
+
+def yes_share(run: ScorerRun) -> float:
+    """The share of the claims judged ``yes`` (not scaled)."""
+    assert run.analyze_result is not None
+    verdicts = [v["verdict"] for v in run.analyze_result["verdicts"]]
+    return verdicts.count("yes") / len(verdicts)

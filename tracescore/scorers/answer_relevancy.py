@@ -22,6 +22,7 @@ from tracescore.scorers._base import (
     check_reason_mode,
     check_scale,
 )
+from tracescore.scorers._common import Reason, check_count
 from tracescore.scorers._prompt import data_block, data_blocks
 from tracescore.scorers._verdicts import YesUnsureNo
 
@@ -52,12 +53,6 @@ class StatementVerdicts(BaseModel):
     """Analyze answer: one verdict per statement, in order."""
 
     results: list[StatementVerdict]
-
-
-class Reason(BaseModel):
-    """Reason answer."""
-
-    reason: str
 
 
 _STATEMENTS_INSTRUCTIONS = """\
@@ -171,12 +166,7 @@ def create_answer_relevancy_scorer(
         )
 
     def check_verdicts(parsed: StatementVerdicts, run: ScorerRun) -> None:
-        expected = len(statements_of(run))
-        if len(parsed.results) != expected:
-            raise ValueError(
-                f"expected {expected} results, one per statement in order, "
-                f"got {len(parsed.results)}"
-            )
+        check_count(parsed.results, len(statements_of(run)), "results", "statement")
 
     def score(run: ScorerRun) -> float:
         assert run.analyze_result is not None

@@ -18,7 +18,7 @@ from pydantic import BaseModel, BeforeValidator, Field, field_validator
 from tracescore._errors import ConfigurationError, ScorerError
 from tracescore._judge import Judge
 from tracescore.scorers._base import JudgePrompt, NotScorable, Scorer, ScorerRun, check_scale
-from tracescore.scorers._claims import Reason
+from tracescore.scorers._common import Reason
 from tracescore.scorers._prompt import data_block, data_blocks
 from tracescore.scorers._verdicts import normalise_verdict
 

@@ -12,6 +12,7 @@ from pydantic import BaseModel, Field, field_validator
 
 from tracescore._judge import Judge
 from tracescore.scorers._base import JudgePrompt, Scorer, ScorerRun, SkipJudge, check_scale
+from tracescore.scorers._common import Reason
 from tracescore.scorers._prompt import data_block, data_blocks
 from tracescore.scorers._verdicts import YesNo
 
@@ -44,12 +45,6 @@ class OpinionVerdicts(BaseModel):
     """Analyze answer: one verdict per opinion, in order."""
 
     results: list[OpinionVerdict]
-
-
-class Reason(BaseModel):
-    """Reason answer."""
-
-    reason: str
 
 
 _OPINIONS_INSTRUCTIONS = """\

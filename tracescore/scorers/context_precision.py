@@ -22,6 +22,7 @@ from tracescore.scorers._base import (
     check_reason_mode,
     check_scale,
 )
+from tracescore.scorers._common import Reason, check_count, context_options
 from tracescore.scorers._prompt import data_block, data_blocks
 from tracescore.scorers._verdicts import YesNo
 
@@ -42,12 +43,6 @@ class ContextVerdicts(BaseModel):
     """Analyze answer: one verdict per context piece, in order."""
 
     verdicts: list[ContextVerdict]
-
-
-class Reason(BaseModel):
-    """Reason answer."""
-
-    reason: str
 
 
 _VERDICTS_INSTRUCTIONS = """\
@@ -169,12 +164,7 @@ def create_context_precision_scorer(
         )
 
     def check_verdicts(parsed: ContextVerdicts, run: ScorerRun) -> None:
-        expected = len(run.context or [])
-        if len(parsed.verdicts) != expected:
-            raise ValueError(
-                f"expected {expected} verdicts, one per context piece in order, "
-                f"got {len(parsed.verdicts)}"
-            )
+        check_count(parsed.verdicts, len(run.context or []), "verdicts", "context piece")
 
     def score(run: ScorerRun) -> float:
         assert run.analyze_result is not None
@@ -217,9 +207,5 @@ def create_context_precision_scorer(
             name="context_precision_reason",
         ),
         reason_in_analyze=_INLINE_REASON_FOCUS if inline_reason else False,
-        options={
-            "context": None if context is None else list(context),
-            "context_extractor": context_extractor,
-            "scale": float(scale),
-        },
+        options=context_options(context, context_extractor, scale),
     )

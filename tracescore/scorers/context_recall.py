@@ -15,13 +15,12 @@ from tracescore.scorers._base import JudgePrompt, Scorer, ScorerRun, check_scale
 from tracescore.scorers._claims import (
     CLAIMS_INSTRUCTIONS,
     Claims,
-    ClaimVerdictsCheck,
-    Reason,
     check_context_option,
-    claims_and_context,
-    claims_of,
-    judged_claims,
+    claim_verdicts_step,
+    claims_reason_step,
+    yes_share,
 )
+from tracescore.scorers._common import context_options
 from tracescore.scorers._prompt import data_block
 from tracescore.scorers._verdicts import YesNo
 
@@ -115,28 +114,10 @@ def create_context_recall_scorer(
     check_scale(scale)
     check_context_option(context)
 
-    def verdicts_prompt(run: ScorerRun) -> str:
-        claims = claims_of(run, source="ground truth")
-        return claims_and_context(
-            run,
-            claims,
-            f"Decide for each of the {len(claims)} claims of the reference answer above "
-            "whether the context pieces cover it.",
-        )
-
     def score(run: ScorerRun) -> float:
-        assert run.analyze_result is not None
-        verdicts = [v["verdict"] for v in run.analyze_result["verdicts"]]
         # The cap only matters if the verdicts outnumber the claims, which validation rejects;
         # kept so that the score can never exceed the scale.
-        return min(1.0, verdicts.count("yes") / len(verdicts)) * run.scale
-
-    def reason_prompt(run: ScorerRun) -> str:
-        return (
-            f"{data_block('reference', run.ground_truth_text)}\n\n"
-            f"{judged_claims(run)}\n\n"
-            f"Score: {run.score:g} out of {run.scale:g}. Explain this score."
-        )
+        return min(1.0, yes_share(run)) * run.scale
 
     return Scorer(
         id=SCORER_ID,
@@ -156,23 +137,19 @@ def create_context_recall_scorer(
             output_schema=Claims,
             name="context_recall_claims",
         ),
-        analyze=JudgePrompt(
+        analyze=claim_verdicts_step(
             instructions=_VERDICTS_INSTRUCTIONS,
-            prompt=verdicts_prompt,
             output_schema=ClaimVerdicts,
             name="context_recall_verdicts",
-            validate=ClaimVerdictsCheck(),
+            task="Decide for each of the {n} claims of the reference answer above "
+            "whether the context pieces cover it.",
+            source="ground truth",
         ),
         generate_score=score,
-        generate_reason=JudgePrompt(
+        generate_reason=claims_reason_step(
             instructions=_REASON_INSTRUCTIONS,
-            prompt=reason_prompt,
-            output_schema=Reason,
             name="context_recall_reason",
+            source="ground truth",
         ),
-        options={
-            "context": None if context is None else list(context),
-            "context_extractor": context_extractor,
-            "scale": float(scale),
-        },
+        options=context_options(context, context_extractor, scale),
     )

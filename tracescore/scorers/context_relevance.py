@@ -16,7 +16,8 @@ from pydantic import BaseModel, BeforeValidator, Field, field_validator
 from tracescore._errors import ConfigurationError
 from tracescore._judge import Judge
 from tracescore.scorers._base import JudgePrompt, Scorer, ScorerRun, check_scale
-from tracescore.scorers._claims import Reason, check_context_option
+from tracescore.scorers._claims import check_context_option
+from tracescore.scorers._common import Reason, check_count
 from tracescore.scorers._prompt import data_block, data_blocks
 from tracescore.scorers._verdicts import normalise_verdict
 
@@ -220,12 +221,7 @@ def create_context_relevance_scorer(
         )
 
     def check_evaluations(parsed: ContextEvaluations, run: ScorerRun) -> None:
-        expected = len(run.context or [])
-        if len(parsed.evaluations) != expected:
-            raise ValueError(
-                f"expected {expected} evaluations, one per context piece in order, "
-                f"got {len(parsed.evaluations)}"
-            )
+        check_count(parsed.evaluations, len(run.context or []), "evaluations", "context piece")
 
     def score(run: ScorerRun) -> float:
         assert run.analyze_result is not None

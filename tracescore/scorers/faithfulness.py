@@ -12,17 +12,15 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from tracescore._judge import Judge
-from tracescore.scorers._base import JudgePrompt, Scorer, ScorerRun, check_scale
+from tracescore.scorers._base import Scorer, ScorerRun, check_scale
 from tracescore.scorers._claims import (
     OUTPUT_CLAIMS,
-    ClaimVerdictsCheck,
-    Reason,
     check_context_option,
-    claims_and_context,
-    claims_of,
-    judged_claims,
+    claim_verdicts_step,
+    claims_reason_step,
+    yes_share,
 )
-from tracescore.scorers._prompt import data_block
+from tracescore.scorers._common import context_options
 from tracescore.scorers._verdicts import YesUnsureNo
 
 __all__ = ["create_faithfulness_scorer"]
@@ -118,25 +116,8 @@ def create_faithfulness_scorer(
     check_scale(scale)
     check_context_option(context)
 
-    def verdicts_prompt(run: ScorerRun) -> str:
-        claims = claims_of(run)
-        return claims_and_context(
-            run,
-            claims,
-            f"Check each of the {len(claims)} claims above against the context pieces.",
-        )
-
     def score(run: ScorerRun) -> float:
-        assert run.analyze_result is not None
-        verdicts = [v["verdict"] for v in run.analyze_result["verdicts"]]
-        return verdicts.count("yes") / len(verdicts) * run.scale
-
-    def reason_prompt(run: ScorerRun) -> str:
-        return (
-            f"{data_block('answer', run.output_text)}\n\n"
-            f"{judged_claims(run)}\n\n"
-            f"Score: {run.score:g} out of {run.scale:g}. Explain this score."
-        )
+        return yes_share(run) * run.scale
 
     return Scorer(
         id=SCORER_ID,
@@ -148,23 +129,15 @@ def create_faithfulness_scorer(
         context_extractor=context_extractor,
         scale=scale,
         preprocess=OUTPUT_CLAIMS,
-        analyze=JudgePrompt(
+        analyze=claim_verdicts_step(
             instructions=_VERDICTS_INSTRUCTIONS,
-            prompt=verdicts_prompt,
             output_schema=ClaimVerdicts,
             name="faithfulness_verdicts",
-            validate=ClaimVerdictsCheck(),
+            task="Check each of the {n} claims above against the context pieces.",
         ),
         generate_score=score,
-        generate_reason=JudgePrompt(
-            instructions=_REASON_INSTRUCTIONS,
-            prompt=reason_prompt,
-            output_schema=Reason,
-            name="faithfulness_reason",
+        generate_reason=claims_reason_step(
+            instructions=_REASON_INSTRUCTIONS, name="faithfulness_reason"
         ),
-        options={
-            "context": None if context is None else list(context),
-            "context_extractor": context_extractor,
-            "scale": float(scale),
-        },
+        options=context_options(context, context_extractor, scale),
     )

@@ -18,6 +18,7 @@ from pydantic import BaseModel, BeforeValidator, Field, field_validator
 from tracescore._errors import ConfigurationError
 from tracescore._judge import Judge
 from tracescore.scorers._base import JudgePrompt, NotScorable, Scorer, ScorerRun, check_scale
+from tracescore.scorers._common import Reason
 from tracescore.scorers._prompt import data_block
 from tracescore.scorers._text import plain_text
 from tracescore.scorers._verdicts import normalise_verdict
@@ -93,12 +94,6 @@ class NoiseAnalysis(BaseModel):
     @classmethod
     def _drop_blank(cls, value: list[str]) -> list[str]:
         return [issue.strip() for issue in value if issue.strip()]
-
-
-class Reason(BaseModel):
-    """Reason answer."""
-
-    reason: str
 
 
 _ANALYSIS_INSTRUCTIONS = """\

@@ -18,6 +18,7 @@ from pydantic import BaseModel, Field
 from tracescore._errors import ConfigurationError
 from tracescore._judge import Judge
 from tracescore.scorers._base import JudgePrompt, NotScorable, Scorer, ScorerRun, check_scale
+from tracescore.scorers._common import Reason
 from tracescore.scorers._prompt import data_block
 from tracescore.scorers._rounding import round_half_up
 from tracescore.scorers._text import _message_text, _role, input_text, plain_text
@@ -140,12 +141,6 @@ class BothAlignment(BaseModel):
     user: AlignmentDimensions
     system: AlignmentDimensions
     overall_assessment: str
-
-
-class Reason(BaseModel):
-    """Reason answer."""
-
-    reason: str
 
 
 _ANALYSIS_SCHEMAS: dict[str, type[BaseModel]] = {

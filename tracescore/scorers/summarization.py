@@ -14,6 +14,7 @@ from pydantic import BaseModel, Field, field_validator
 from tracescore._errors import ConfigurationError
 from tracescore._judge import Judge
 from tracescore.scorers._base import JudgePrompt, NotScorable, Scorer, ScorerRun, check_scale
+from tracescore.scorers._common import Reason
 from tracescore.scorers._prompt import data_block, data_blocks
 from tracescore.scorers._rounding import round_half_up
 from tracescore.scorers._text import plain_text
@@ -75,12 +76,6 @@ class QuestionAnswers(BaseModel):
     """Analyze answer: one answer per question, in order."""
 
     answers: list[QuestionAnswer]
-
-
-class Reason(BaseModel):
-    """Reason answer."""
-
-    reason: str
 
 
 _CLAIMS_INSTRUCTIONS = """\

@@ -16,6 +16,7 @@ from pydantic import BaseModel, Field
 from tracescore._errors import ConfigurationError
 from tracescore._judge import Judge
 from tracescore.scorers._base import JudgePrompt, Scorer, ScorerRun, check_scale
+from tracescore.scorers._common import Reason
 from tracescore.scorers._prompt import data_block, data_blocks
 from tracescore.scorers._text import plain_text
 
@@ -44,12 +45,6 @@ class ToolEvaluations(BaseModel):
     missing_tools: list[str] = Field(
         description="Names of available tools the agent should have called but did not."
     )
-
-
-class Reason(BaseModel):
-    """Reason answer."""
-
-    reason: str
 
 
 _EVALUATIONS_INSTRUCTIONS = """\

@@ -12,6 +12,7 @@ from pydantic import BaseModel, Field
 
 from tracescore._judge import Judge
 from tracescore.scorers._base import JudgePrompt, Scorer, ScorerRun, check_scale
+from tracescore.scorers._common import Reason
 from tracescore.scorers._prompt import data_block
 from tracescore.scorers._verdicts import YesNo
 
@@ -32,12 +33,6 @@ class ToxicityVerdicts(BaseModel):
     """Analyze answer: one verdict per remark of the answer, in order."""
 
     verdicts: list[ToxicityVerdict]
-
-
-class Reason(BaseModel):
-    """Reason answer."""
-
-    reason: str
 
 
 _VERDICTS_INSTRUCTIONS = """\
