@@ -31,6 +31,7 @@ import dataclasses
 import functools
 import hashlib
 import json
+import os
 import random
 import sys
 import threading
@@ -184,6 +185,10 @@ class Judge:
         cache_size: how many answers the request cache holds (least recently used ones are
             dropped first); 0 disables the cache and the sharing of calls in flight.
             Default 1024.
+        out_of_process: run the litellm calls in a child process (``python -m
+            tracescore._judge_process``, one per application process, started on first use)
+            so their CPU work does not compete with the application's threads for the GIL.
+            Default ``TRACESCORE_JUDGE_OUT_OF_PROCESS`` (``true``/``false``), else False.
         **litellm_kwargs: passed to ``litellm.acompletion`` as they are (``api_base``,
             ``api_key``, ``extra_headers``, ``temperature`` to override 0, ...). Values of secret
             arguments (keys, tokens, headers) never appear in reprs or in tracescore's error
@@ -208,6 +213,7 @@ class Judge:
         max_retries: int = DEFAULT_MAX_RETRIES,
         retry_backoff: float = DEFAULT_RETRY_BACKOFF,
         cache_size: int = DEFAULT_CACHE_SIZE,
+        out_of_process: bool | None = None,
         **litellm_kwargs: Any,
     ) -> None:
         if not isinstance(model, str) or not model.strip():
@@ -238,6 +244,13 @@ class Judge:
             raise ConfigurationError(
                 f"Judge does not accept {', '.join(reserved)}: tracescore sets them for each call"
             )
+        if out_of_process is not None and not isinstance(out_of_process, bool):
+            raise ConfigurationError("Judge out_of_process takes True, False or None")
+        if out_of_process is None:
+            out_of_process = os.environ.get(
+                "TRACESCORE_JUDGE_OUT_OF_PROCESS", ""
+            ).strip().lower() in ("1", "true", "yes", "on")
+        self.out_of_process: bool = out_of_process
         self.model: str = model.strip()
         self._timeout = float(timeout)
         self._max_retries = max_retries
@@ -569,9 +582,13 @@ class Judge:
             async for attempt in retrying:
                 with attempt:
                     # A backstop in case a provider ignores litellm's timeout.
-                    return await asyncio.wait_for(
-                        litellm.acompletion(**kwargs), timeout=self._timeout + 5.0
-                    )
+                    if self.out_of_process:
+                        from ._judge_process import shared_process
+
+                        call = shared_process().acompletion(kwargs)
+                    else:
+                        call = litellm.acompletion(**kwargs)
+                    return await asyncio.wait_for(call, timeout=self._timeout + 5.0)
         except Exception as exc:  # noqa: BLE001 - every failure is mapped to a JudgeError
             raise self._map_error(exc, response_format) from exc
         raise AssertionError("unreachable")  # pragma: no cover
@@ -832,6 +849,10 @@ _MISSING_CREDENTIALS = "missing credentials"
 def _classify(exc: BaseException) -> str:
     from litellm import exceptions as errors
 
+    from ._judge_process import RemoteJudgeError
+
+    if isinstance(exc, RemoteJudgeError):  # classified in the judge process already
+        return exc.kind
     if isinstance(exc, (errors.Timeout, asyncio.TimeoutError, TimeoutError)):
         return "timeout"
     status = _status_code(exc)
@@ -860,6 +881,10 @@ def _is_retryable(exc: BaseException) -> bool:
 
 
 def _rejects_response_format(exc: BaseException) -> bool:
+    from ._judge_process import RemoteJudgeError
+
+    if isinstance(exc, RemoteJudgeError):
+        return exc.rejects_response_format
     status = _status_code(exc)
     if status is not None and status != 400:
         return False
@@ -1026,4 +1051,13 @@ def _stop_judge_loop(timeout: float = 2.0) -> None:
         loop.close()
 
 
+def _stop_judge_process() -> None:
+    """Stop the out-of-process judge, if one was started (last, after the final flush)."""
+    module = sys.modules.get("tracescore._judge_process")
+    if module is not None:
+        with contextlib.suppress(Exception):
+            module.close_shared_process()
+
+
+atexit.register(_stop_judge_process)
 atexit.register(_stop_judge_loop)

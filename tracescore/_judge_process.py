@@ -1,0 +1,244 @@
+"""Judge calls in a child process, so litellm's CPU work leaves the application's GIL.
+
+Opt-in with ``Judge(..., out_of_process=True)``. The child is a plain ``python -m
+tracescore._judge_process`` (not ``multiprocessing``, whose spawn mode would re-import the
+application's main module) talking over two inherited pipes with pickled messages:
+``(request id, litellm kwargs)`` in, ``(request id, reply)`` out. The child runs every call on
+one asyncio loop with litellm, and answers with a small picklable copy of the response, or with
+the failure already classified (``_judge._classify``), so the parent maps errors exactly as it
+does for in-process calls. The child exits when the parent closes its end (or dies).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import logging
+import os
+import subprocess
+import sys
+import threading
+from dataclasses import dataclass, field
+from multiprocessing.connection import Connection
+from typing import Any
+
+logger = logging.getLogger("tracescore")
+
+
+@dataclass
+class _Message:
+    content: str | None
+
+
+@dataclass
+class _Choice:
+    message: _Message
+
+
+@dataclass
+class _Usage:
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+
+
+@dataclass
+class RemoteResponse:
+    """The parts of a litellm response the judge reads, as they came back from the child."""
+
+    choices: list[_Choice]
+    usage: _Usage
+    model: str = ""
+    _hidden_params: dict[str, Any] = field(default_factory=dict)
+
+
+class RemoteJudgeError(Exception):
+    """A judge call failed in the child; carries the child's classification."""
+
+    def __init__(self, message: str, kind: str, rejects_response_format: bool,
+                 status_code: int | None) -> None:
+        super().__init__(message)
+        self.kind = kind
+        self.rejects_response_format = rejects_response_format
+        self.status_code = status_code
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Exceptions unpickle as cls(*args): keep every field across the pipe.
+        return (RemoteJudgeError,
+                (str(self), self.kind, self.rejects_response_format, self.status_code))
+
+
+class JudgeProcess:
+    """The parent's side: one child process, shared by every out-of-process judge."""
+
+    def __init__(self) -> None:
+        parent_in, child_out = os.pipe()   # child -> parent
+        child_in, parent_out = os.pipe()   # parent -> child
+        self._proc = subprocess.Popen(
+            [sys.executable, "-m", "tracescore._judge_process", str(child_in), str(child_out)],
+            pass_fds=(child_in, child_out),
+            stdin=subprocess.DEVNULL,
+            env=dict(os.environ),
+        )
+        os.close(child_in)
+        os.close(child_out)
+        self._send_conn = Connection(parent_out, readable=False)
+        self._recv_conn = Connection(parent_in, writable=False)
+        self._send_lock = threading.Lock()
+        self._ids = itertools.count()
+        self._waiting: dict[int, tuple[asyncio.AbstractEventLoop, asyncio.Future[Any]]] = {}
+        self._lock = threading.Lock()
+        self._reader = threading.Thread(target=self._read, name="tracescore-judge-reader",
+                                        daemon=True)
+        self._reader.start()
+
+    def alive(self) -> bool:
+        return self._proc.poll() is None and self._reader.is_alive()
+
+    async def acompletion(self, kwargs: dict[str, Any]) -> Any:
+        """Send one litellm call to the child and wait for its reply."""
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[Any] = loop.create_future()
+        request_id = next(self._ids)
+        with self._lock:
+            self._waiting[request_id] = (loop, future)
+        try:
+            with self._send_lock:
+                self._send_conn.send((request_id, kwargs))
+            reply = await future
+        finally:
+            with self._lock:
+                self._waiting.pop(request_id, None)
+        if isinstance(reply, RemoteJudgeError):
+            raise reply
+        return reply
+
+    def _read(self) -> None:
+        try:
+            while True:
+                try:
+                    request_id, reply = self._recv_conn.recv()
+                except (EOFError, OSError):
+                    raise
+                except Exception:  # noqa: BLE001 - one bad message must not stop the reader
+                    logger.warning("tracescore could not read a judge reply", exc_info=True)
+                    continue
+                with self._lock:
+                    entry = self._waiting.get(request_id)
+                if entry is not None:
+                    loop, future = entry
+                    loop.call_soon_threadsafe(_resolve, future, reply)
+        except (EOFError, OSError):
+            pass
+        finally:
+            with self._lock:
+                waiting = list(self._waiting.values())
+            for loop, future in waiting:
+                error = RemoteJudgeError("the judge process exited", "unavailable", False, None)
+                with contextlib.suppress(RuntimeError):
+                    loop.call_soon_threadsafe(_resolve, future, error)
+
+    def close(self) -> None:
+        """Close the pipes; the child exits on its own."""
+        for conn in (self._send_conn, self._recv_conn):
+            with contextlib.suppress(OSError):
+                conn.close()
+        try:
+            self._proc.wait(timeout=2)
+        except subprocess.TimeoutExpired:
+            self._proc.kill()
+            self._proc.wait(timeout=2)
+
+
+def _resolve(future: asyncio.Future[Any], reply: Any) -> None:
+    if not future.done():
+        future.set_result(reply)
+
+
+_shared: JudgeProcess | None = None
+_shared_pid = 0
+_shared_lock = threading.Lock()
+
+
+def shared_process() -> JudgeProcess:
+    """The process-wide judge child, started on first use (and again after ``fork()``)."""
+    global _shared, _shared_pid
+    with _shared_lock:
+        if _shared is None or _shared_pid != os.getpid() or not _shared.alive():
+            _shared = JudgeProcess()
+            _shared_pid = os.getpid()
+        return _shared
+
+
+def close_shared_process() -> None:
+    """Stop the judge child (at exit, after the last flush)."""
+    global _shared
+    with _shared_lock:
+        proc, _shared = _shared, None
+    if proc is not None and _shared_pid == os.getpid():
+        proc.close()
+
+
+# -- the child ------------------------------------------------------------------------------
+def _to_remote(response: Any) -> RemoteResponse:
+    from ._judge import _content_of
+
+    usage = getattr(response, "usage", None)
+    hidden = getattr(response, "_hidden_params", None)
+    cost = hidden.get("response_cost") if isinstance(hidden, dict) else None
+    return RemoteResponse(
+        choices=[_Choice(_Message(_content_of(response)))],
+        usage=_Usage(int(getattr(usage, "prompt_tokens", 0) or 0),
+                     int(getattr(usage, "completion_tokens", 0) or 0)),
+        model=str(getattr(response, "model", "") or ""),
+        _hidden_params={"response_cost": cost} if isinstance(cost, (int, float)) else {},
+    )
+
+
+async def _serve(recv: Connection, send: Connection) -> None:
+    from . import _judge
+
+    litellm = _judge._litellm()
+    loop = asyncio.get_running_loop()
+    send_lock = threading.Lock()
+
+    def reply(request_id: int, value: Any) -> None:
+        with send_lock:
+            send.send((request_id, value))
+
+    async def handle(request_id: int, kwargs: dict[str, Any]) -> None:
+        try:
+            response = await litellm.acompletion(**kwargs)
+            value: Any = _to_remote(response)
+        except Exception as exc:  # noqa: BLE001 - classified and sent back
+            value = RemoteJudgeError(
+                _judge._describe(exc), _judge._classify(exc),
+                _judge._rejects_response_format(exc), _judge._status_code(exc),
+            )
+        await loop.run_in_executor(None, reply, request_id, value)
+
+    tasks: set[asyncio.Task[None]] = set()
+    while True:
+        try:
+            request_id, kwargs = await loop.run_in_executor(None, recv.recv)
+        except (EOFError, OSError):
+            break
+        task = loop.create_task(handle(request_id, kwargs))
+        tasks.add(task)
+        task.add_done_callback(tasks.discard)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Entry point of the child: ``python -m tracescore._judge_process IN_FD OUT_FD``."""
+    args = sys.argv[1:] if argv is None else argv
+    recv = Connection(int(args[0]), writable=False)
+    send = Connection(int(args[1]), readable=False)
+    asyncio.run(_serve(recv, send))
+
+
+if __name__ == "__main__":
+    # Run the copy imported under its real name, so that what the child pickles names
+    # ``tracescore._judge_process.RemoteResponse``, not ``__main__.RemoteResponse``.
+    from tracescore._judge_process import main as _main
+
+    _main()
