@@ -394,3 +394,43 @@ def test_auth_errors_are_not_retried(judge_server: JudgeServer) -> None:
         create_answer_relevancy_scorer(model=judge).run(input="q?", output="An answer.")
     assert info.value.error_type == "judge_error"
     assert judge_server.count("answer_relevancy_statements") == 1
+
+
+LATE_LOGGER_SCRIPT = """
+import sys
+sys.path.insert(0, {root!r})
+from opentelemetry import _logs
+from opentelemetry.sdk._logs import LoggerProvider
+from opentelemetry.sdk._logs.export import InMemoryLogRecordExporter, SimpleLogRecordProcessor
+import tracescore
+from tests.helpers import ProbeScorer
+tracescore.configure(exporter=False, scoring=[tracescore.ScoringRule(scorer=ProbeScorer())])
+
+@tracescore.agent
+def answer(q):
+    return "x" * 40
+
+answer("before")
+tracescore.force_flush(5000)
+logs = InMemoryLogRecordExporter()
+provider = LoggerProvider()
+provider.add_log_record_processor(SimpleLogRecordProcessor(logs))
+_logs.set_logger_provider(provider)
+before = len(logs.get_finished_logs())
+answer("after")
+tracescore.force_flush(5000)
+print(before, [r.log_record.event_name for r in logs.get_finished_logs()])
+"""
+
+
+def test_log_events_go_to_a_global_logger_provider_set_later(tmp_path: Any) -> None:
+    import os
+    import subprocess
+    import sys
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    script = tmp_path / "late.py"
+    script.write_text(LATE_LOGGER_SCRIPT.format(root=root))
+    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                         check=True, timeout=60).stdout.strip()
+    assert out == "0 ['gen_ai.evaluation.result']"

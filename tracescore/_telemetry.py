@@ -157,6 +157,16 @@ class Telemetry:
             logger.debug("tracescore could not record score telemetry", exc_info=True)
 
     def _emit_log(self, event: Any) -> None:
+        if self._logger_provider is None:
+            from opentelemetry import _logs
+
+            provider = _logs.get_logger_provider()
+            # Until the application sets a LoggerProvider the API hands out a proxy or a no-op:
+            # building a record for it would be work for nothing on every score.
+            if isinstance(provider, _logs.NoOpLoggerProvider) or type(provider).__name__ == (
+                "ProxyLoggerProvider"
+            ):
+                return
         ctx = trace.set_span_in_context(
             NonRecordingSpan(
                 SpanContext(event.trace_id, event.span_id, is_remote=False,
