@@ -230,10 +230,11 @@ def _start(spec: _Spec, instance: Any, args: tuple[Any, ...], kwargs: dict[str, 
             payload = Payload(spec.kind, arguments)
             if capture:
                 limit = _state.max_content_length
-                span.set_attribute(sc.INPUT_VALUE, to_json(arguments, limit))
+                text = to_json(arguments, limit)
+                span.set_attribute(sc.INPUT_VALUE, text)
                 span.set_attribute(sc.INPUT_MIME_TYPE, sc.MIME_JSON)
                 if spec.kind == "tool":
-                    span.set_attribute(sc.GEN_AI_TOOL_CALL_ARGUMENTS, to_json(arguments, limit))
+                    span.set_attribute(sc.GEN_AI_TOOL_CALL_ARGUMENTS, text)
     except Exception:
         _internal_error("recording the input")
     token = otel_context.attach(trace.set_span_in_context(span))
@@ -253,10 +254,11 @@ def _finish(spec: _Spec, span: Span, payload: Payload | None, output: Any) -> No
             if capture:
                 _record_documents(span, docs, limit)
         elif capture:
-            span.set_attribute(sc.OUTPUT_VALUE, to_json(output, limit))
+            text = to_json(output, limit)
+            span.set_attribute(sc.OUTPUT_VALUE, text)
             span.set_attribute(sc.OUTPUT_MIME_TYPE, sc.MIME_JSON)
             if spec.kind == "tool":
-                span.set_attribute(sc.GEN_AI_TOOL_CALL_RESULT, to_json(output, limit))
+                span.set_attribute(sc.GEN_AI_TOOL_CALL_RESULT, text)
     except Exception:
         _internal_error("recording the output")
 
