@@ -32,7 +32,7 @@ from . import _semconv as sc
 from ._limits import HourlyBudget, TokenBucket
 from ._sampling import trace_sampled
 from ._telemetry import Telemetry
-from ._worker import BackgroundWorker
+from ._worker import Admission, BackgroundWorker
 
 logger = logging.getLogger("tracescore")
 
@@ -114,6 +114,32 @@ class _Held:
     pending: int
     events: list[Event] = field(default_factory=list)
     exported: bool = False
+
+
+class _Admission(Admission):
+    """A sampled span on its way from ``on_end`` to the worker's thread."""
+
+    __slots__ = ("processor", "span", "payload", "rules", "forced", "documents", "tool_calls",
+                 "held", "in_transit")
+
+    def __init__(self, processor: ScoringSpanProcessor, span: ReadableSpan, payload: Any,
+                 rules: list[CompiledRule], forced: list[bool], documents: list[str] | None,
+                 tool_calls: list[dict[str, Any]] | None) -> None:
+        self.processor = processor
+        self.span = span
+        self.payload = payload
+        self.rules = rules
+        self.forced = forced
+        self.documents = documents
+        self.tool_calls = tool_calls
+        self.held: _Held | None = None
+        self.in_transit = True  # counted in the processor's spans in transit
+
+    def admit(self) -> Callable[[], Any] | None:
+        return self.processor._hold(self)
+
+    def drop(self) -> None:
+        self.processor._drop(self)
 
 
 @dataclass
@@ -216,6 +242,7 @@ class ScoringSpanProcessor(SpanProcessor):
         )
         self._deadlines: deque[tuple[float, tuple[int, int]]] = deque()
         self._sweep_armed = False
+        self._in_transit = 0  # sampled spans on their way to the worker
         self._closed = False
         self._shutdown_started = False
         self._export_call: _Call | None = None
@@ -294,41 +321,76 @@ class ScoringSpanProcessor(SpanProcessor):
             elif r.score_errors and failed:
                 selected.append((r, True))
         matched: list[CompiledRule] = []
-        forced: set[int] = set()
-        if selected:
-            with self._lock:
-                held_full = self._max_held is not None and len(self._held) >= self._max_held
-            for r, by_error in selected:
-                reason = "held_spans_full" if held_full else r.admit()
-                if reason is None:
-                    matched.append(r)
-                    if by_error:
-                        forced.add(id(r))
-                else:
-                    self._count_skip(r, reason)
-        documents = self._trace_documents(ctx.trace_id) if matched else None
+        forced: list[bool] = []
+        held_full = False
+        if selected and self._max_held is not None:
+            with self._lock:  # spans on their way to the worker count as held
+                held_full = len(self._held) + self._in_transit >= self._max_held
+        for r, by_error in selected:
+            # Rate limits and budgets count at the span's end.
+            reason = "held_spans_full" if held_full else r.admit()
+            if reason is None:
+                matched.append(r)
+                forced.append(by_error)
+            else:
+                self._count_skip(r, reason)
+        documents = (
+            self._trace_documents(ctx.trace_id) if matched and self._collect_documents else None
+        )
         tool_calls = (
             self._tool_calls_under(ctx.trace_id, ctx.span_id)
             if matched and self._collect_tool_calls else None
         )
-        if is_local_root:
+        if is_local_root and (self._collect_documents or self._collect_tool_calls):
             with self._lock:
                 self._traces.pop(ctx.trace_id, None)
         if not matched:
             return False
-        held = _Held(span=span, pending=len(matched))
+        # Everything else (holding the span, building its jobs, arming its deadline) happens on
+        # the worker's thread: this thread is the application's, and every line here is paid
+        # by the decorated call, cold caches and all.
+        admission = _Admission(self, span, payload, matched, forced, documents, tool_calls)
+        with self._lock:
+            self._in_transit += 1
+            self.stats.spans_held = len(self._held) + self._in_transit
+        if self._worker.submit(admission):
+            return True
+        self._arrived(admission)
+        for rule in matched:
+            self._count_skip(rule, "queue_full")
+        return False
+
+    def _hold(self, admission: _Admission) -> Callable[[], Any] | None:
+        """On the worker's thread: hold ``admission``'s span and return its first scoring job
+        (the others are submitted); None when it was exported instead."""
+        self._arrived(admission)
+        span = admission.span
+        rules = admission.rules
+        if self._max_held is not None and len(self._held) >= self._max_held:
+            for rule in rules:
+                self._count_skip(rule, "held_spans_full")
+            self._export(span)
+            return None
+        ctx = span.context
+        assert ctx is not None
+        key = (ctx.trace_id, ctx.span_id)
+        held = admission.held = _Held(span=span, pending=len(rules))
         with self._lock:
             self._held[key] = held
             self.stats.spans_scored += 1
-            self.stats.spans_held = len(self._held)
-        inputs = _scoring_inputs(span, payload)
-        for rule in matched:
-            job = _make_job(self, held, rule, inputs, documents, tool_calls,
-                            id(rule) in forced)
+            self.stats.spans_held = len(self._held) + self._in_transit
+        inputs = _scoring_inputs(span, admission.payload)
+        jobs = [
+            _make_job(self, held, rule, inputs, admission.documents, admission.tool_calls, forced)
+            for rule, forced in zip(rules, admission.forced, strict=True)
+        ]
+        for rule, job in zip(rules[1:], jobs[1:], strict=True):
             if not self._worker.submit(job):
                 self._count_skip(rule, "queue_full")
                 self._settle(held, None)
-        deadline = time.monotonic() + self._score_timeout
+        # The deadline runs from the span's end, not from now.
+        waited = (time.time_ns() - (span.end_time or 0)) / 1e9
+        deadline = time.monotonic() + self._score_timeout - min(max(waited, 0.0), 1.0)
         with self._lock:
             arm = False
             if key in self._held:
@@ -338,7 +400,31 @@ class ScoringSpanProcessor(SpanProcessor):
                 self._sweep_armed = self._sweep_armed or arm
         if arm:
             self._arm(deadline)
-        return True
+        return jobs[0]
+
+    def _arrived(self, admission: _Admission) -> None:
+        """``admission`` left transit (held, exported or refused); idempotent."""
+        with self._lock:
+            if admission.in_transit:
+                admission.in_transit = False
+                self._in_transit -= 1
+                self.stats.spans_held = len(self._held) + self._in_transit
+
+    def _drop(self, admission: _Admission) -> None:
+        """The worker stopped before ``admission`` ran (or it failed): export its span now."""
+        self._arrived(admission)
+        held = admission.held
+        if held is None:
+            with self._lock:
+                self.stats.deadline_exports += 1
+            self._export(admission.span)
+            return
+        with self._lock:
+            released = self._release(held)
+            if released:
+                self.stats.deadline_exports += 1
+        if released:
+            self._export_held(held)
 
     def _arm(self, when: float) -> None:
         try:
@@ -425,8 +511,9 @@ class ScoringSpanProcessor(SpanProcessor):
         return self._worker.pending
 
     def held_spans(self) -> int:
-        """Spans held for their scores right now (for the held-spans gauge)."""
-        return len(self._held)
+        """Spans held for their scores right now, those on their way to the worker included
+        (for the held-spans gauge)."""
+        return len(self._held) + self._in_transit
 
     # -- results -------------------------------------------------------------------------------
     def _settle(self, held: _Held, event: Event | None, score: ScoreEvent | None = None,
@@ -473,7 +560,7 @@ class ScoringSpanProcessor(SpanProcessor):
         ctx = held.span.context
         assert ctx is not None
         self._held.pop((ctx.trace_id, ctx.span_id), None)
-        self.stats.spans_held = len(self._held)
+        self.stats.spans_held = len(self._held) + self._in_transit
         return True
 
     def _sweep(self) -> None:
@@ -560,6 +647,10 @@ class ScoringSpanProcessor(SpanProcessor):
         budget = _seconds(timeout_millis)
         deadline = time.monotonic() + budget
         reserve = max(budget * 0.2, min(budget * 0.5, 0.25))
+        try:
+            self._worker.admit_now()  # spans still on their way to the worker count as held
+        except Exception:
+            logger.warning("tracescore failed to admit pending scoring jobs", exc_info=True)
         idle = self._worker.wait_idle(max(0.0, deadline - reserve - time.monotonic()))
         with self._lock:
             remaining = [h for h in list(self._held.values()) if self._release(h)]
@@ -635,6 +726,7 @@ class ScoringSpanProcessor(SpanProcessor):
         # the child forgets them (exporting them too would duplicate them) and re-arms afresh.
         self._lock = threading.Lock()
         self._held.clear()
+        self._in_transit = 0
         self._deadlines.clear()
         self._sweep_armed = False
         self._export_call = None

@@ -22,9 +22,35 @@ from typing import Any
 
 logger = logging.getLogger("tracescore")
 
-_POLL_INTERVAL = 0.005  # seconds; the added scoring latency is negligible next to a judge call
+# The loop takes its inbox by polling while work comes in, so the threads that submit jobs rarely
+# pay for a cross-thread wake-up (a syscall, and on a cold cache tens of microseconds of the
+# decorated call). Seconds: the first poll after work; empty polls back off to the maximum; after
+# _POLL_LINGER without work the loop stops polling and the next submit() wakes it. The added
+# scoring latency is negligible next to a judge call.
+_POLL_INTERVAL = 0.005
+_POLL_MAX_INTERVAL = 0.1
+_POLL_LINGER = 2.0
 
 _workers: weakref.WeakSet[BackgroundWorker] = weakref.WeakSet()
+
+Job = Callable[[], Awaitable[Any]]
+
+
+class Admission:
+    """Work handed to the loop thread to turn into a job there, off the caller's thread.
+
+    ``admit()`` runs on the loop thread as soon as the loop takes its inbox (before any queued
+    job starts) and returns the job that takes the admission's place in the queue, or None.
+    ``drop()`` runs instead when the worker stops before the admission ran. Neither may block.
+    """
+
+    __slots__ = ()
+
+    def admit(self) -> Job | None:  # pragma: no cover - interface
+        raise NotImplementedError
+
+    def drop(self) -> None:  # pragma: no cover - interface
+        raise NotImplementedError
 
 
 class BackgroundWorker:
@@ -46,10 +72,12 @@ class BackgroundWorker:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         # Loop-thread only: jobs handed over by _drain, and the consumer tasks running them.
-        self._ready: deque[Callable[[], Awaitable[Any]]] = deque()
+        self._ready: deque[Job] = deque()
         self._consumers: set[asyncio.Task[None]] = set()
-        self._inbox: deque[Callable[[], Awaitable[Any]]] = deque()
+        self._inbox: deque[Job | Admission] = deque()
         self._wake_scheduled = False
+        self._poll_delay = _POLL_INTERVAL
+        self._last_work = 0.0
         self._closed = False
         _workers.add(self)
 
@@ -91,9 +119,11 @@ class BackgroundWorker:
         assert self._loop is not None
         return self._loop
 
-    def submit(self, job: Callable[[], Awaitable[Any]]) -> bool:
-        """Accept ``job`` (a zero-argument coroutine function) unless the worker is full or
-        closed. Never blocks. Returns whether it was accepted.
+    def submit(self, job: Job | Admission) -> bool:
+        """Accept ``job`` (a zero-argument coroutine function, or an ``Admission`` that becomes
+        one on the loop thread) unless the worker is full or closed. Never blocks. Returns
+        whether it was accepted; an accepted admission holds one place in the queue until it
+        ran (its job takes that place) or was dropped.
 
         Jobs are handed over in batches: only the first job after the loop drained its inbox
         wakes the loop, so a burst of spans costs one cross-thread wake-up, not one each.
@@ -120,6 +150,39 @@ class BackgroundWorker:
                 return False
         return True
 
+    def admit_now(self) -> None:
+        """Run, on the calling thread, the admissions the loop has not taken yet (their jobs
+        join the queue), so a flush sees every span they carry as held."""
+        with self._lock:
+            admissions = [item for item in self._inbox if isinstance(item, Admission)]
+            if not admissions:
+                return
+            jobs = [item for item in self._inbox if not isinstance(item, Admission)]
+            self._inbox.clear()
+            self._inbox.extend(jobs)
+        for admission in admissions:
+            job = self._admit(admission)
+            if job is None or not self._requeue(job):
+                self._done()
+
+    def _requeue(self, job: Job) -> bool:
+        """Queue ``job`` in a place already counted in ``pending``; False when closed."""
+        with self._lock:
+            if self._closed:
+                return False
+            self._inbox.append(job)
+            wake = not self._wake_scheduled
+            self._wake_scheduled = True
+        if wake:
+            try:
+                loop = self._loop or self._start_locked()
+                loop.call_soon_threadsafe(self._drain)
+            except Exception:
+                with self._lock:
+                    self._wake_scheduled = False
+                logger.debug("tracescore could not wake its scoring loop", exc_info=True)
+        return True
+
     def _start_locked(self) -> asyncio.AbstractEventLoop:
         with self._lock:
             return self._ensure_started()
@@ -137,21 +200,51 @@ class BackgroundWorker:
             loop.call_soon_threadsafe(loop.call_later, delay, callback)
 
     def _drain(self) -> None:
-        with self._lock:
-            jobs = list(self._inbox)
-            self._inbox.clear()
-            # While jobs keep coming, poll the inbox every few milliseconds instead of being
-            # woken per job: a wake-up is a syscall and a GIL hand-off on the caller's thread.
-            # When a poll finds nothing, the next submit() wakes the loop again.
-            self._wake_scheduled = bool(jobs)
-        self._ready.extend(jobs)
         loop = asyncio.get_running_loop()
-        if jobs:
-            loop.call_later(_POLL_INTERVAL, self._drain)
+        took = False
+        added = 0
+        while True:
+            with self._lock:
+                items = list(self._inbox)
+                self._inbox.clear()
+                if not items:
+                    now = time.monotonic()
+                    if took:
+                        self._last_work = now
+                        self._poll_delay = _POLL_INTERVAL
+                    else:
+                        self._poll_delay = min(self._poll_delay * 2, _POLL_MAX_INTERVAL)
+                    # Go on polling (submit() need not wake us) until work stops coming.
+                    poll = not self._closed and now - self._last_work < _POLL_LINGER
+                    self._wake_scheduled = poll
+                    break
+            took = True
+            for item in items:
+                if isinstance(item, Admission):
+                    job = self._admit(item)
+                    if job is None:
+                        self._done()
+                        continue
+                    item = job
+                self._ready.append(item)
+                added += 1
+        if poll:
+            loop.call_later(self._poll_delay, self._drain)
         # A consumer runs jobs until none is ready, so each new job needs at most one more, and
         # never more than ``concurrency`` run: a huge setting costs nothing until jobs arrive.
-        for _ in range(min(self.concurrency - len(self._consumers), len(jobs))):
+        for _ in range(min(self.concurrency - len(self._consumers), added)):
             self._consumers.add(loop.create_task(self._consume()))
+
+    @staticmethod
+    def _admit(admission: Admission) -> Job | None:
+        try:
+            return admission.admit()
+        except BaseException:  # noqa: BLE001 - nothing may take the loop down
+            logger.warning("tracescore failed to admit a scoring job; the application is "
+                           "unaffected", exc_info=True)
+            with contextlib.suppress(BaseException):
+                admission.drop()
+            return None
 
     async def _consume(self) -> None:
         try:
@@ -220,9 +313,16 @@ class BackgroundWorker:
             thread.join(timeout=left)
         with self._lock:
             # Dropped jobs never finish: nobody must wait for them.
+            dropped = [item for item in self._inbox if isinstance(item, Admission)]
             self._inbox.clear()
             self._pending = 0
             self._idle.notify_all()
+        for admission in dropped:
+            try:
+                admission.drop()
+            except Exception:
+                logger.warning("tracescore failed to release a dropped scoring job",
+                               exc_info=True)
         return idle
 
     def _after_fork_in_child(self) -> None:
@@ -236,6 +336,8 @@ class BackgroundWorker:
         self._consumers = set()
         self._inbox = deque()
         self._wake_scheduled = False
+        self._poll_delay = _POLL_INTERVAL
+        self._last_work = 0.0
 
 
 def _clamp(seconds: float) -> float:
