@@ -22,6 +22,7 @@ import subprocess
 import sys
 import textwrap
 import threading
+import time
 import traceback
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -820,6 +821,97 @@ def test_hung_scorer_cannot_hold_flush_or_shutdown_past_their_deadline() -> None
     # The SDK provider shuts its processors down again at exit: that must return at once.
     completes(lambda: inst.processor.shutdown(30_000), within=2.0)
     assert len(exp.get_finished_spans()) == 1
+
+
+def test_scorer_blocking_the_scoring_loop_loses_no_span() -> None:
+    # A scorer that blocks the loop thread itself: spans ended meanwhile wait in the worker's
+    # inbox. They count as held, a flush holds and exports them on its own thread, and each
+    # span goes out exactly once.
+    started = threading.Event()
+
+    class LoopBlocker(ProbeScorer):
+        async def arun(self, **kwargs: Any) -> Any:
+            started.set()
+            time.sleep(1.0)  # noqa: ASYNC251 - the point: the loop thread is stuck
+            return await super().arun(**kwargs)
+
+    _, exp = memory_configure(scoring=[rule(LoopBlocker(id="blocker"))], score_timeout=60,
+                              max_concurrency=1)
+
+    @tracescore.agent
+    def answer(q: str) -> str:
+        return "x"
+
+    answer("first")
+    assert started.wait(5)
+    for i in range(5):
+        answer(f"q{i}")
+    assert tracescore.stats().spans_held == 6
+    assert completes(lambda: tracescore.force_flush(200)) is False
+    names = [s.context.span_id for s in exp.get_finished_spans()]
+    assert len(names) == len(set(names)) == 6
+    completes(lambda: tracescore.shutdown(3_000))
+    spans = exp.get_finished_spans()
+    scored = [s for s in spans if not s.name.startswith("evaluation ")]
+    assert len(scored) == len({s.context.span_id for s in scored}) == 6
+
+
+def test_worker_drops_admissions_it_never_ran_at_shutdown() -> None:
+    from tracescore._worker import Admission, BackgroundWorker
+
+    log: list[str] = []
+
+    class Probe(Admission):
+        def __init__(self, name: str) -> None:
+            self.name = name
+
+        def admit(self) -> Any:
+            log.append(f"admit {self.name}")
+            return None
+
+        def drop(self) -> None:
+            log.append(f"drop {self.name}")
+
+    started = threading.Event()
+
+    async def block_the_loop() -> None:
+        started.set()
+        time.sleep(0.5)  # noqa: ASYNC251
+
+    worker = BackgroundWorker(concurrency=1, max_queue_size=10)
+    assert worker.submit(block_the_loop)
+    assert started.wait(5)
+    assert all(worker.submit(Probe(n)) for n in "abc")
+    assert worker.pending == 4
+    assert worker.shutdown(0.1) is False
+    assert sorted(log) == ["drop a", "drop b", "drop c"]
+    assert worker.pending == 0
+    assert worker.submit(Probe("late")) is False  # closed
+
+
+def test_worker_stops_polling_when_work_stops(monkeypatch: pytest.MonkeyPatch) -> None:
+    from tracescore import _worker
+
+    monkeypatch.setattr(_worker, "_POLL_LINGER", 0.2)
+    done = threading.Event()
+
+    async def job() -> None:
+        done.set()
+
+    worker = _worker.BackgroundWorker(concurrency=1, max_queue_size=10)
+    try:
+        assert worker.submit(job)
+        assert done.wait(5)
+        assert worker._wake_scheduled  # polling while work may come
+        deadline = time.monotonic() + 5
+        while worker._wake_scheduled and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not worker._wake_scheduled  # idle: the next submit wakes the loop
+        done.clear()
+        assert worker.submit(job)
+        assert done.wait(5)
+    finally:
+        worker.shutdown(1)
 
 
 def test_blocking_on_score_callback_cannot_hold_flush_past_its_deadline() -> None:
