@@ -823,6 +823,35 @@ def test_hung_scorer_cannot_hold_flush_or_shutdown_past_their_deadline() -> None
     assert len(exp.get_finished_spans()) == 1
 
 
+def test_job_timeout_cancels_a_hung_scorer_and_frees_its_place() -> None:
+    hung, probe = Hung(id="hung"), ProbeScorer(id="probe")
+    _, exp = memory_configure(
+        scoring=[rule(hung, on=lambda s: s.name.endswith("stuck")),
+                 rule(probe, on=lambda s: s.name.endswith("fine"))],
+        max_concurrency=1, score_timeout=3, job_timeout=0.5,
+    )
+
+    @tracescore.agent(name="stuck")
+    def stuck(q: str) -> str:
+        return "x"
+
+    @tracescore.agent(name="fine")
+    def fine(q: str) -> str:
+        return "y"
+
+    stuck("q")
+    fine("q")  # waits behind the hung job for its one place, then is scored
+    spans = finished(exp, timeout_millis=5_000)
+    by_name = {s.name: s for s in spans}
+    assert sorted(by_name) == ["invoke_agent fine", "invoke_agent stuck"]
+    (timeout_event,) = eval_events(by_name["invoke_agent stuck"])
+    assert timeout_event["error.type"] == "timeout"
+    assert "job timeout (0.5 s)" in timeout_event["gen_ai.evaluation.explanation"]
+    (event,) = eval_events(by_name["invoke_agent fine"])
+    assert "error.type" not in event
+    assert tracescore.stats().scoring_errors == 1
+
+
 def test_scorer_blocking_the_scoring_loop_loses_no_span() -> None:
     # A scorer that blocks the loop thread itself: spans ended meanwhile wait in the worker's
     # inbox. They count as held, a flush holds and exports them on its own thread, and each
@@ -1032,6 +1061,7 @@ def test_force_flush_zero_and_absurd_deadlines() -> None:
     ("name", "value"),
     [("TRACESCORE_SCORE_TIMEOUT", "abc"), ("TRACESCORE_SCORE_TIMEOUT", "-1"),
      ("TRACESCORE_SCORE_TIMEOUT", "0"), ("TRACESCORE_SCORE_TIMEOUT", "nan"),
+     ("TRACESCORE_JOB_TIMEOUT", "-2"), ("TRACESCORE_JOB_TIMEOUT", "soon"),
      ("TRACESCORE_SCORE_TIMEOUT", "inf"), ("TRACESCORE_FLUSH_TIMEOUT", "1e999"),
      ("TRACESCORE_FLUSH_TIMEOUT", "nan"), ("TRACESCORE_MAX_QUEUE_SIZE", "nan"),
      ("TRACESCORE_MAX_QUEUE_SIZE", "2.5"), ("TRACESCORE_MAX_CONCURRENCY", "-3"),
@@ -1047,6 +1077,7 @@ def test_bad_env_values_warn_and_fall_back(monkeypatch: pytest.MonkeyPatch,
     assert inst.flush_timeout == 10.0
     assert inst.processor._worker.max_queue_size == 1000
     assert inst.processor._worker.concurrency == 8
+    assert inst.processor._job_timeout == 300.0
 
     @tracescore.agent
     def answer(q: str) -> str:

@@ -47,6 +47,7 @@ DEFAULT_SCORE_TIMEOUT = 30.0
 DEFAULT_MAX_CONCURRENCY = 8
 DEFAULT_MAX_QUEUE_SIZE = 1_000
 DEFAULT_FLUSH_TIMEOUT = 10.0
+DEFAULT_JOB_TIMEOUT = 300.0
 DEFAULT_BSP_QUEUE_SIZE = 8_192
 
 
@@ -400,6 +401,7 @@ def configure(
     max_held_spans: int | None = None,
     meter_provider: Any = None,
     logger_provider: Any = None,
+    job_timeout: float | None = None,
 ) -> Tracescore:
     """Set tracescore up: spans, scoring rules, judge and export. Keyword arguments only.
 
@@ -448,6 +450,11 @@ def configure(
         logger_provider: where each score is also emitted as a ``gen_ai.evaluation.result``
             log record carrying the scored span's trace and span ids. Default: the global
             ``LoggerProvider`` (a no-op unless one is set).
+        job_timeout: seconds one scoring job (every judge call and retry of one scorer on one
+            span) may run before it is cancelled, freeing its place among ``max_concurrency``;
+            its event then carries ``error.type=timeout`` (on a carrier span when the scored
+            span already went out). A scorer that blocks its thread instead of awaiting cannot
+            be cancelled. Default ``TRACESCORE_JOB_TIMEOUT``, else 300.
 
     Returns:
         The configured ``Tracescore`` instance.
@@ -492,6 +499,8 @@ def configure(
                            DEFAULT_MAX_QUEUE_SIZE, integer=True)
     flush = _positive("flush_timeout", flush_timeout, "TRACESCORE_FLUSH_TIMEOUT",
                       DEFAULT_FLUSH_TIMEOUT)
+    job_limit = _positive("job_timeout", job_timeout, "TRACESCORE_JOB_TIMEOUT",
+                          DEFAULT_JOB_TIMEOUT)
     # Each held span waits on at least one queued job, so the queue bounds held spans already;
     # a separate cap only matters when it is smaller.
     held_cap = None
@@ -565,6 +574,7 @@ def configure(
         processor = ScoringSpanProcessor(
             export_processor, compiled, worker, score_timeout=timeout, on_score=on_score,
             flush_timeout=flush, max_held_spans=held_cap, telemetry=telemetry,
+            job_timeout=job_limit,
         )
         holder.append(processor)
         switch.target = processor

@@ -210,6 +210,10 @@ class ScoringSpanProcessor(SpanProcessor):
         on_score: optional callback receiving each ``ScoreEvent`` (exceptions are logged).
         flush_timeout: seconds ``shutdown()`` takes when called without a deadline, as the
             SDK's ``TracerProvider.shutdown()`` (and its exit hook) calls it. Default 30.
+        max_held_spans: spans held (or on their way to the worker) at once; None: no cap.
+        telemetry: where score metrics, self-metrics and log records go.
+        job_timeout: seconds a scoring job may run before it is cancelled and reported with
+            ``error.type=timeout``; None: no limit.
     """
 
     def __init__(
@@ -223,8 +227,10 @@ class ScoringSpanProcessor(SpanProcessor):
         flush_timeout: float = 30.0,
         max_held_spans: int | None = None,
         telemetry: Telemetry | None = None,
+        job_timeout: float | None = None,
     ) -> None:
         self._downstream = downstream
+        self._job_timeout = job_timeout
         self._max_held = max_held_spans
         self._telemetry = telemetry
         self._flush_timeout = flush_timeout
@@ -842,7 +848,8 @@ def _make_job(
     async def job() -> None:
         started = time.monotonic()
         try:
-            event, score = await score_event(held.span, rule, inputs, documents, tool_calls)
+            event, score = await score_event(held.span, rule, inputs, documents, tool_calls,
+                                             processor._job_timeout)
             if on_error:
                 attrs = dict(event.attributes or {})
                 attrs[sc.TRACESCORE_SELECTED_ON_ERROR] = True

@@ -42,11 +42,14 @@ async def score_event(
     inputs: _Inputs,
     documents: list[str] | None,
     tool_calls: list[dict[str, Any]] | None = None,
+    job_timeout: float | None = None,
 ) -> tuple[Event, ScoreEvent]:
     """Run ``rule.scorer`` on a span's inputs and build the event that reports the outcome.
 
     Never raises (cancellation of the job aside): a scorer failure, ``BaseException``s such as
-    ``SystemExit`` included, becomes an event with ``error.type``.
+    ``SystemExit`` included, becomes an event with ``error.type``. A scorer still running after
+    ``job_timeout`` seconds is cancelled and reported with ``error.type=timeout`` (a scorer
+    that blocks its thread instead of awaiting cannot be cancelled).
     """
     scorer = rule.scorer
     scorer_id = str(getattr(scorer, "id", "custom"))
@@ -62,7 +65,18 @@ async def score_event(
         outcome = _failed(scorer_id, exc)
     else:
         try:
-            outcome = await run_scorer(scorer, kwargs)
+            if job_timeout is None:
+                outcome = await run_scorer(scorer, kwargs)
+            else:
+                outcome = await _with_timeout(run_scorer(scorer, kwargs), job_timeout)
+        except asyncio.TimeoutError:
+            if _cancelled():
+                raise
+            outcome = ScorerOutcome(
+                None, None,
+                f"the scorer ran longer than the job timeout ({job_timeout:g} s) and was "
+                "cancelled", "timeout",
+            )
         except BaseException as exc:  # noqa: BLE001 - on the worker thread nothing may escape
             if _cancelled():
                 raise
@@ -122,6 +136,15 @@ def _failed(scorer_id: str, exc: BaseException) -> ScorerOutcome:
     logger.warning("tracescore scorer %r raised; recorded as error.type=scorer_error",
                    scorer_id, exc_info=exc)
     return ScorerOutcome(None, None, f"{type(exc).__name__}: {text}", "scorer_error")
+
+
+async def _with_timeout(awaitable: Any, seconds: float) -> Any:
+    """``await awaitable``, cancelled after ``seconds`` (raises ``asyncio.TimeoutError``)."""
+    timeout = getattr(asyncio, "timeout", None)
+    if timeout is None:  # Python 3.10
+        return await asyncio.wait_for(awaitable, seconds)
+    async with timeout(seconds):
+        return await awaitable
 
 
 def _cancelled() -> bool:
