@@ -282,6 +282,59 @@ def test_log_based_events_carry_the_scored_span_ids() -> None:
 
 
 # -- failing dependencies ----------------------------------------------------------------------
+def test_judge_calls_recorded_with_genai_client_metrics(judge_server: JudgeServer) -> None:
+    judge_server.route("answer_relevancy_statements", {"statements": ["Paris is the capital."]})
+    judge_server.route("answer_relevancy_verdicts", [
+        JudgeServer.Reply(status=503, body={"error": {"message": "busy"}}),
+        {"results": [{"result": "yes", "reason": "on topic"}]},
+    ])
+    judge_server.route("answer_relevancy_reason", {"reason": "It answers the question."})
+    judge = tracescore.Judge("openai/test-judge", api_base=judge_server.api_base,
+                             api_key="sk-test-metrics", max_retries=2, retry_backoff=0.01)
+    reader = InMemoryMetricReader()
+    _, exp = memory_configure(
+        scoring=[tracescore.ScoringRule(scorer=create_answer_relevancy_scorer(model=judge))],
+        meter_provider=MeterProvider(metric_readers=[reader]),
+    )
+
+    @tracescore.agent
+    def answer(q: str) -> str:
+        return "Paris is the capital of France."
+
+    answer("What is the capital of France?")
+    (span,) = finished(exp, timeout_millis=20_000)
+    (event,) = eval_events(span)
+    assert event["gen_ai.evaluation.score.value"] == 1.0
+    points = metric_points(reader)
+    durations = points["gen_ai.client.operation.duration"]
+    base = {"gen_ai.operation.name": "chat", "gen_ai.provider.name": "openai",
+            "gen_ai.request.model": "openai/test-judge"}
+    ok = [p for p in durations if "error.type" not in p.attributes]
+    failed = [p for p in durations if "error.type" in p.attributes]
+    assert sum(p.count for p in ok) == 3  # statements, verdicts (after the 503), reason
+    assert [dict(p.attributes) for p in failed] == [{**base, "error.type": "judge_unavailable"}]
+    assert failed[0].count == 1
+    assert all({**base, **dict(p.attributes)} == dict(p.attributes) for p in ok)
+    assert all(0 < p.sum < 20 for p in durations)
+    tokens = points["gen_ai.client.token.usage"]
+    by_type = {t: sum(p.sum for p in tokens if p.attributes["gen_ai.token.type"] == t)
+               for t in ("input", "output")}
+    assert by_type["input"] > 0 and by_type["output"] > 0
+    # The same tokens the job-level counter saw for the score.
+    assert by_type["input"] + by_type["output"] == total(points["tracescore.judge.token.usage"])
+    assert "sk-test-metrics" not in repr([dict(p.attributes) for p in durations + tokens])
+
+
+@pytest.mark.parametrize(("model", "provider"), [
+    ("openai/gpt-4o-mini", "openai"), ("anthropic/claude-3-5-haiku-latest", "anthropic"),
+    ("bedrock/anthropic.claude-3-haiku", "aws.bedrock"),
+    ("vertex_ai/gemini-1.5-pro", "gcp.vertex_ai"),
+    ("azure/my-deployment", "azure.ai.openai"), ("gpt-4o-mini", "openai"),
+])
+def test_judge_provider_name_follows_the_conventions(model: str, provider: str) -> None:
+    assert tracescore.Judge(model)._provider_name() == provider
+
+
 def test_storm_of_429s(judge_server: JudgeServer) -> None:
     judge_server.route("*", JudgeServer.Reply(status=429, body={"error": {"message": "slow"}}))
     reader = InMemoryMetricReader()

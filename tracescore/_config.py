@@ -584,6 +584,7 @@ def configure(
         _state.max_content_length = content_len
         _state.tracer = provider.get_tracer(sc.INSTRUMENTATION_SCOPE, __version__)
         _state.payload_sink = processor if compiled else None
+        _state.telemetry = telemetry
         _state.disabled = _env_bool("TRACESCORE_DISABLED") is True
         if any(getattr(rule.scorer, "uses_judge", False) for rule in rules):
             _preload_judge()
@@ -670,6 +671,9 @@ def shutdown(timeout_millis: int | None = None) -> None:
         _state.payload_sink = None
     if instance is not None:
         instance.shutdown(timeout_millis)
+        with _config_lock:
+            if _current is None:
+                _state.telemetry = None
 
 
 def stats() -> Stats:

@@ -35,6 +35,7 @@ import os
 import random
 import sys
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
@@ -87,6 +88,24 @@ _RESERVED_KWARGS = frozenset(
 )
 _SECRET_MARKERS = ("key", "token", "secret", "password", "credential", "auth")
 _HEADER_KWARGS = frozenset({"headers", "extra_headers"})
+
+# litellm's provider prefixes -> the GenAI conventions' gen_ai.provider.name values (the
+# prefix itself where the conventions name it the same way or not at all).
+_PROVIDER_NAMES = {
+    "bedrock": "aws.bedrock",
+    "bedrock_converse": "aws.bedrock",
+    "azure": "azure.ai.openai",
+    "azure_ai": "azure.ai.inference",
+    "gemini": "gcp.gemini",
+    "vertex_ai": "gcp.vertex_ai",
+    "watsonx": "ibm.watsonx.ai",
+    "mistral": "mistral_ai",
+    "xai": "x_ai",
+}
+
+# _classify's kinds -> the error.type of the events (ScoringError.error_type).
+_CALL_ERROR_TYPES = {"timeout": "timeout", "rate_limited": "rate_limited",
+                     "unavailable": "judge_unavailable", "error": "judge_error"}
 
 _ResponseMode = Literal["json_schema", "json_object", "none"]
 _FALLBACK: dict[_ResponseMode, _ResponseMode | None] = {
@@ -259,6 +278,7 @@ class Judge:
         self._secrets = _secret_values(self._kwargs)
         self._mode: _ResponseMode = "json_schema"
         self._mode_lock = threading.Lock()
+        self._provider: str | None = None
         self._cache_size = cache_size
         # Hashed keys -> the validated answer's text. Guarded by a lock so that cache_info()
         # and cache_clear() work from any thread; the flights are only touched on the judge
@@ -581,17 +601,63 @@ class Judge:
         try:
             async for attempt in retrying:
                 with attempt:
-                    # A backstop in case a provider ignores litellm's timeout.
                     if self.out_of_process:
                         from ._judge_process import shared_process
 
                         call = shared_process().acompletion(kwargs)
                     else:
                         call = litellm.acompletion(**kwargs)
-                    return await asyncio.wait_for(call, timeout=self._timeout + 5.0)
+                    started = time.perf_counter()
+                    try:
+                        # A backstop in case a provider ignores litellm's timeout.
+                        response = await asyncio.wait_for(call, timeout=self._timeout + 5.0)
+                    except Exception as exc:
+                        self._record_call(time.perf_counter() - started, None, exc)
+                        raise
+                    self._record_call(time.perf_counter() - started, response, None)
+                    return response
         except Exception as exc:  # noqa: BLE001 - every failure is mapped to a JudgeError
             raise self._map_error(exc, response_format) from exc
         raise AssertionError("unreachable")  # pragma: no cover
+
+    def _record_call(self, duration: float, response: Any, error: BaseException | None) -> None:
+        """Record one call with the GenAI client metrics of the configured instance."""
+        telemetry = _state.telemetry
+        if telemetry is None:
+            return
+        try:
+            attrs: dict[str, Any] = {
+                "gen_ai.operation.name": "chat",
+                "gen_ai.provider.name": self._provider_name(),
+                "gen_ai.request.model": self.model,
+            }
+            input_tokens = output_tokens = 0
+            if error is not None:
+                attrs["error.type"] = _CALL_ERROR_TYPES.get(_classify(error), "judge_error")
+            else:
+                model = getattr(response, "model", None)
+                if isinstance(model, str) and model:
+                    attrs["gen_ai.response.model"] = model
+                usage = getattr(response, "usage", None)
+                input_tokens = int(getattr(usage, "prompt_tokens", 0) or 0)
+                output_tokens = int(getattr(usage, "completion_tokens", 0) or 0)
+            telemetry.record_judge_call(attrs, duration, input_tokens, output_tokens)
+        except Exception:
+            pass  # metrics must never fail a judge call
+
+    def _provider_name(self) -> str:
+        """``gen_ai.provider.name`` of the judge: the conventions' name for litellm's provider
+        prefix (``openai/...`` -> ``openai``, ``bedrock/...`` -> ``aws.bedrock``)."""
+        name = self._provider
+        if name is None:
+            prefix = self.model.split("/", 1)[0] if "/" in self.model else ""
+            if not prefix:
+                try:
+                    prefix = str(_litellm().get_llm_provider(self.model)[1])
+                except Exception:
+                    prefix = "unknown"
+            name = self._provider = _PROVIDER_NAMES.get(prefix, prefix)
+        return name
 
     def _backoff(self, retry_state: Any) -> float:
         # Exponential with full-size jitter, written out because tenacity's

@@ -27,6 +27,7 @@ capture_content: bool = os.environ.get(
 ).strip().lower() not in ("false", "0", "no", "off")
 max_content_length: int = 16_384
 payload_sink: Any = None  # object with put_payload(span, payload), or None
+telemetry: Any = None  # the configured instance's Telemetry (judge call metrics), or None
 disabled: bool = os.environ.get("TRACESCORE_DISABLED", "").strip().lower() in (
     "1", "true", "yes", "on"
 )

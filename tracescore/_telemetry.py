@@ -19,6 +19,15 @@ Metrics (instrument names are tracescore's own: the GenAI conventions define the
 - ``tracescore.judge.cost`` (counter, ``USD``): ``gen_ai.evaluation.name``,
   ``tracescore.judge.model``.
 - ``tracescore.scoring.queue.size`` and ``tracescore.spans.held`` (gauges).
+
+Every judge call (each HTTP attempt, retries included) is also recorded with the GenAI client
+metrics of the OpenTelemetry semantic conventions, so dashboards built for model calls show the
+judge's too (told apart by the instrumentation scope ``tracescore``):
+
+- ``gen_ai.client.operation.duration`` (histogram, ``s``): ``gen_ai.operation.name`` (``chat``),
+  ``gen_ai.provider.name``, ``gen_ai.request.model``, ``gen_ai.response.model``, ``error.type``
+  (tracescore's classification: ``timeout``, ``rate_limited``, ``judge_unavailable``, ...).
+- ``gen_ai.client.token.usage`` (histogram, ``{token}``): the same, plus ``gen_ai.token.type``.
 """
 
 from __future__ import annotations
@@ -41,6 +50,11 @@ TOKEN_TYPE: str = "gen_ai.token.type"
 # Score values live in 0..scale, usually 0..1: buckets fine enough for percentiles and alerts.
 _SCORE_BUCKETS = [0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 1.0, 2.0, 5.0, 10.0]
 _DURATION_BUCKETS = [0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0]
+# The advisory boundaries the GenAI semantic conventions give for their client metrics.
+_CLIENT_DURATION_BUCKETS = [0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12, 10.24,
+                            20.48, 40.96, 81.92]
+_CLIENT_TOKEN_BUCKETS = [1, 4, 16, 64, 256, 1024, 4096, 16384, 65536, 262144, 1048576, 4194304,
+                         16777216, 67108864]
 
 
 class Telemetry:
@@ -88,6 +102,17 @@ class Telemetry:
             description="Judge cost where litellm knows the model's price.",
         )
 
+        self.client_duration = meter.create_histogram(
+            "gen_ai.client.operation.duration", unit="s",
+            description="Duration of each judge call (GenAI client operation).",
+            explicit_bucket_boundaries_advisory=_CLIENT_DURATION_BUCKETS,
+        )
+        self.client_tokens = meter.create_histogram(
+            "gen_ai.client.token.usage", unit="{token}",
+            description="Tokens of each judge call, by gen_ai.token.type.",
+            explicit_bucket_boundaries_advisory=_CLIENT_TOKEN_BUCKETS,
+        )
+
         def observe(fn: Callable[[], int]) -> Callable[[Any], Iterable[metrics.Observation]]:
             def callback(options: Any) -> Iterable[metrics.Observation]:
                 try:
@@ -115,6 +140,25 @@ class Telemetry:
             provider = self._logger_provider or _logs.get_logger_provider()
             self._event_logger = provider.get_logger(sc.INSTRUMENTATION_SCOPE)
         return self._event_logger
+
+    def record_judge_call(self, attributes: dict[str, Any], duration_s: float,
+                          input_tokens: int = 0, output_tokens: int = 0) -> None:
+        """Record one judge call (one HTTP attempt) with the GenAI client metrics.
+
+        Args:
+            attributes: ``gen_ai.operation.name``, ``gen_ai.provider.name``,
+                ``gen_ai.request.model`` and, when known, ``gen_ai.response.model`` and
+                ``error.type``.
+            duration_s: wall time of the call in seconds.
+            input_tokens, output_tokens: the usage the response reported (0: none).
+        """
+        try:
+            self.client_duration.record(duration_s, attributes)
+            for token_type, count in (("input", input_tokens), ("output", output_tokens)):
+                if count:
+                    self.client_tokens.record(count, {**attributes, TOKEN_TYPE: token_type})
+        except Exception:
+            logger.debug("tracescore could not record judge call metrics", exc_info=True)
 
     def record_skip(self, scorer_id: str, reason: str) -> None:
         """Count a job that was not run (``queue_full``, ``rate_limited``, ``budget``, ...)."""
