@@ -885,6 +885,43 @@ def test_scorer_blocking_the_scoring_loop_loses_no_span() -> None:
     assert len(scored) == len({s.context.span_id for s in scored}) == 6
 
 
+def test_shutdown_during_a_flush_that_admits_spans_loses_none() -> None:
+    # A flush admits thousands of spans on its own thread (the scoring loop is stuck) while
+    # another thread shuts down with no time to spare: every span still goes out, once.
+    started = threading.Event()
+
+    class Blocker(ProbeScorer):
+        async def arun(self, **kwargs: Any) -> Any:
+            if kwargs.get("input") == "block":
+                started.set()
+                time.sleep(1.0)  # noqa: ASYNC251 - keeps the loop away from its inbox
+            await asyncio.sleep(5)
+            return await super().arun(**kwargs)
+
+    inst, exp = memory_configure(scoring=[rule(Blocker(id="b"))], score_timeout=30,
+                                 max_queue_size=100_000)
+
+    @tracescore.agent
+    def answer(q: str) -> str:
+        return "x"
+
+    answer("block")
+    assert started.wait(5)
+    for i in range(3000):
+        answer(f"q{i}")
+    flusher = threading.Thread(target=lambda: tracescore.force_flush(10_000))
+    flusher.start()
+    deadline = time.monotonic() + 10
+    while inst.processor._in_transit > 2500 and time.monotonic() < deadline:
+        time.sleep(0.0005)  # the flush is admitting them now
+    tracescore.shutdown(0)
+    flusher.join(15)
+    time.sleep(1.5)  # the stuck loop resumes; nothing may appear twice
+    ids = [s.context.span_id for s in exp.get_finished_spans()
+           if not s.name.startswith("evaluation ")]
+    assert len(ids) == len(set(ids)) == 3001
+
+
 def test_worker_drops_admissions_it_never_ran_at_shutdown() -> None:
     from tracescore._worker import Admission, BackgroundWorker
 

@@ -250,6 +250,7 @@ class ScoringSpanProcessor(SpanProcessor):
         self._sweep_armed = False
         self._in_transit = 0  # sampled spans on their way to the worker
         self._closed = False
+        self._admitting = threading.Lock()  # force_flush's admit_now() against shutdown()
         self._shutdown_started = False
         self._export_call: _Call | None = None
         self.stats = Stats()
@@ -380,11 +381,21 @@ class ScoringSpanProcessor(SpanProcessor):
         ctx = span.context
         assert ctx is not None
         key = (ctx.trace_id, ctx.span_id)
-        held = admission.held = _Held(span=span, pending=len(rules))
+        held = _Held(span=span, pending=len(rules))
         with self._lock:
-            self._held[key] = held
-            self.stats.spans_scored += 1
-            self.stats.spans_held = len(self._held) + self._in_transit
+            # With the check under the same lock as shutdown()'s, a span is either held before
+            # shutdown's last release (which exports it) or exported here.
+            closed = self._closed
+            if not closed:
+                admission.held = held
+                self._held[key] = held
+                self.stats.spans_scored += 1
+                self.stats.spans_held = len(self._held) + self._in_transit
+            else:
+                self.stats.deadline_exports += 1
+        if closed:
+            self._export(span)
+            return None
         inputs = _scoring_inputs(span, admission.payload)
         jobs = [
             _make_job(self, held, rule, inputs, admission.documents, admission.tool_calls, forced)
@@ -654,7 +665,8 @@ class ScoringSpanProcessor(SpanProcessor):
         deadline = time.monotonic() + budget
         reserve = max(budget * 0.2, min(budget * 0.5, 0.25))
         try:
-            self._worker.admit_now()  # spans still on their way to the worker count as held
+            with self._admitting:
+                self._worker.admit_now()  # spans still on their way to the worker count as held
         except Exception:
             logger.warning("tracescore failed to admit pending scoring jobs", exc_info=True)
         idle = self._worker.wait_idle(max(0.0, deadline - reserve - time.monotonic()))
@@ -691,7 +703,10 @@ class ScoringSpanProcessor(SpanProcessor):
         budget = _seconds(timeout_millis)
         deadline = time.monotonic() + budget
         self.force_flush(timeout_millis)
-        self._closed = True
+        with self._lock:
+            self._closed = True
+        with self._admitting:
+            pass  # a flush admitting spans on another thread finishes first (it never waits)
         self._worker.shutdown(_left(deadline))
         with self._lock:
             remaining = [h for h in list(self._held.values()) if self._release(h)]
@@ -731,6 +746,7 @@ class ScoringSpanProcessor(SpanProcessor):
         # The parent exports the spans it held and the worker's jobs did not survive fork():
         # the child forgets them (exporting them too would duplicate them) and re-arms afresh.
         self._lock = threading.Lock()
+        self._admitting = threading.Lock()
         self._held.clear()
         self._in_transit = 0
         self._deadlines.clear()
