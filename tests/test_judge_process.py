@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import time
 from typing import Any
 
 import pytest
@@ -21,9 +22,9 @@ def _cleanup() -> Any:
 
 def remote_judge(server: JudgeServer, **kwargs: Any) -> tracescore.Judge:
     kwargs.setdefault("max_retries", 1)
+    kwargs.setdefault("timeout", 5)
     return tracescore.Judge("openai/test-judge", api_base=server.api_base, api_key="sk-test",
-                            timeout=5, retry_backoff=0.01, cache_size=0, out_of_process=True,
-                            **kwargs)
+                            retry_backoff=0.01, cache_size=0, out_of_process=True, **kwargs)
 
 
 def script(server: JudgeServer) -> None:
@@ -45,6 +46,40 @@ def test_scores_through_the_child_process(judge_server: JudgeServer) -> None:
     assert result.judge_calls == 3 and result.input_tokens > 0
     child = _judge_process.shared_process()
     assert child.alive() and child._proc.pid != os.getpid()
+
+
+def test_child_start_up_does_not_count_against_the_call_timeout(
+    judge_server: JudgeServer,
+) -> None:
+    # A fresh child imports litellm for seconds; a judge with a 1 s timeout must still get its
+    # first answer (the start-up is awaited apart from the timed call).
+    from tracescore import _judge_process
+
+    _judge_process.close_shared_process()
+    script(judge_server)
+    result = create_answer_relevancy_scorer(
+        model=remote_judge(judge_server, max_retries=0, timeout=1)
+    ).run(input="What is the capital of France?",
+          output="Paris is the capital. Bananas are yellow.")
+    assert result.score == 0.5
+    assert _judge_process.shared_process().ready.is_set()
+
+
+def test_configure_starts_the_child_ahead_of_the_first_score(judge_server: JudgeServer) -> None:
+    from tracescore import _config, _judge_process
+
+    _judge_process.close_shared_process()
+    _config._preloaded_process = False
+    memory_configure(scoring=[tracescore.ScoringRule(
+        scorer=create_answer_relevancy_scorer(model=remote_judge(judge_server)))])
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        child = _judge_process._shared
+        if child is not None and child.ready.is_set():
+            break
+        time.sleep(0.05)
+    else:
+        pytest.fail("configure() did not start the judge process")
 
 
 @pytest.mark.parametrize(

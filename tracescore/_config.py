@@ -587,7 +587,7 @@ def configure(
         _state.telemetry = telemetry
         _state.disabled = _env_bool("TRACESCORE_DISABLED") is True
         if any(getattr(rule.scorer, "uses_judge", False) for rule in rules):
-            _preload_judge()
+            _preload_judge(_wants_judge_process(judge_obj, rules))
         instance = Tracescore(provider, processor, description, rules, flush)
         _current = instance
         if not _atexit_registered:
@@ -614,20 +614,38 @@ def configure(
 
 
 _preloaded = False
+_preloaded_process = False
 
 
-def _preload_judge() -> None:
-    """Import litellm on a background thread now, so the first sampled span's score does not
-    pay its multi-second import against ``score_timeout``."""
-    global _preloaded
-    if _preloaded:
+def _wants_judge_process(default: Judge | None, rules: Sequence[ScoringRule]) -> bool:
+    """Whether a judge of ``rules`` (or the default one) runs out of process."""
+    judges = [getattr(rule.scorer, "model", None) for rule in rules] + [default]
+    if any(isinstance(j, Judge) and j.out_of_process for j in judges):
+        return True
+    # A model string (or no model) becomes a Judge at run time, which reads the env var.
+    return any(not isinstance(j, Judge) for j in judges[:-1]) and _env_bool(
+        "TRACESCORE_JUDGE_OUT_OF_PROCESS") is True
+
+
+def _preload_judge(process: bool = False) -> None:
+    """Import litellm on a background thread now, and with ``process`` start the judge child
+    too, so the first sampled span's score does not pay their multi-second start-up against
+    ``score_timeout``."""
+    global _preloaded, _preloaded_process
+    start_process = process and not _preloaded_process
+    if _preloaded and not start_process:
         return
     _preloaded = True
+    _preloaded_process = _preloaded_process or process
 
     def load() -> None:
         try:
             from . import _judge
 
+            if start_process:
+                from ._judge_process import shared_process
+
+                shared_process()
             _judge._litellm()
         except Exception:
             logger.debug("tracescore could not preload litellm", exc_info=True)

@@ -604,7 +604,9 @@ class Judge:
                     if self.out_of_process:
                         from ._judge_process import shared_process
 
-                        call = shared_process().acompletion(kwargs)
+                        child = shared_process()
+                        await child.wait_ready()  # its start-up is not the call's time
+                        call = child.acompletion(kwargs)
                     else:
                         call = litellm.acompletion(**kwargs)
                     started = time.perf_counter()

@@ -68,6 +68,14 @@ class RemoteJudgeError(Exception):
                 (str(self), self.kind, self.rejects_response_format, self.status_code))
 
 
+_READY = -1  # the request id of the child's first message: litellm is imported
+
+# Seconds a judge call waits for the child to start (a fresh interpreter importing litellm:
+# several seconds, more on a loaded machine) before it counts as unavailable. Not part of the
+# judge's own timeout, which times the call itself.
+STARTUP_TIMEOUT = 120.0
+
+
 class JudgeProcess:
     """The parent's side: one child process, shared by every out-of-process judge."""
 
@@ -88,12 +96,30 @@ class JudgeProcess:
         self._ids = itertools.count()
         self._waiting: dict[int, tuple[asyncio.AbstractEventLoop, asyncio.Future[Any]]] = {}
         self._lock = threading.Lock()
+        self.ready = threading.Event()
         self._reader = threading.Thread(target=self._read, name="tracescore-judge-reader",
                                         daemon=True)
         self._reader.start()
 
     def alive(self) -> bool:
         return self._proc.poll() is None and self._reader.is_alive()
+
+    async def wait_ready(self, timeout: float = STARTUP_TIMEOUT) -> None:
+        """Wait until the child has imported litellm.
+
+        Raises:
+            RemoteJudgeError: (``unavailable``) the child exited or did not get ready within
+                ``timeout`` seconds.
+        """
+        deadline = asyncio.get_running_loop().time() + timeout
+        while not self.ready.is_set():
+            if not self.alive():
+                raise RemoteJudgeError("the judge process exited while starting", "unavailable",
+                                       False, None)
+            if asyncio.get_running_loop().time() >= deadline:
+                raise RemoteJudgeError(f"the judge process did not start within {timeout:g} s",
+                                       "unavailable", False, None)
+            await asyncio.sleep(0.02)
 
     async def acompletion(self, kwargs: dict[str, Any]) -> Any:
         """Send one litellm call to the child and wait for its reply."""
@@ -122,6 +148,9 @@ class JudgeProcess:
                     raise
                 except Exception:  # noqa: BLE001 - one bad message must not stop the reader
                     logger.warning("tracescore could not read a judge reply", exc_info=True)
+                    continue
+                if request_id == _READY:
+                    self.ready.set()
                     continue
                 with self._lock:
                     entry = self._waiting.get(request_id)
@@ -201,6 +230,7 @@ async def _serve(recv: Connection, send: Connection) -> None:
     litellm = _judge._litellm()
     loop = asyncio.get_running_loop()
     send_lock = threading.Lock()
+    send.send((_READY, None))  # litellm is imported: calls are timed from here on
 
     def reply(request_id: int, value: Any) -> None:
         with send_lock:
