@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import contextlib
 import functools
 import gc
 import json
@@ -852,6 +853,40 @@ def test_job_timeout_cancels_a_hung_scorer_and_frees_its_place() -> None:
     assert tracescore.stats().scoring_errors == 1
 
 
+def test_job_timeout_frees_the_place_of_a_scorer_that_ignores_cancellation() -> None:
+    class Stubborn(ProbeScorer):
+        async def arun(self, **kwargs: Any) -> Any:
+            for _ in range(40):  # swallows every cancellation for ~2 s, then gives up
+                with contextlib.suppress(asyncio.CancelledError):
+                    await asyncio.sleep(0.05)
+            return await super().arun(**kwargs)
+
+    probe = ProbeScorer(id="probe")
+    _, exp = memory_configure(
+        scoring=[rule(Stubborn(id="stubborn"), on=lambda s: s.name.endswith("stuck")),
+                 rule(probe, on=lambda s: s.name.endswith("fine"))],
+        max_concurrency=1, score_timeout=5, job_timeout=0.3,
+    )
+
+    @tracescore.agent(name="stuck")
+    def stuck(q: str) -> str:
+        return "x"
+
+    @tracescore.agent(name="fine")
+    def fine(q: str) -> str:
+        return "y"
+
+    stuck("q")
+    fine("q")
+    started = time.monotonic()
+    spans = {s.name: s for s in finished(exp, timeout_millis=5_000)}
+    assert time.monotonic() - started < 1.5  # not ~2 s behind the stubborn scorer
+    (event,) = eval_events(spans["invoke_agent stuck"])
+    assert event["error.type"] == "timeout"
+    (event,) = eval_events(spans["invoke_agent fine"])
+    assert "error.type" not in event
+
+
 def test_scorer_blocking_the_scoring_loop_loses_no_span() -> None:
     # A scorer that blocks the loop thread itself: spans ended meanwhile wait in the worker's
     # inbox. They count as held, a flush holds and exports them on its own thread, and each
@@ -912,7 +947,7 @@ def test_shutdown_during_a_flush_that_admits_spans_loses_none() -> None:
     flusher = threading.Thread(target=lambda: tracescore.force_flush(10_000))
     flusher.start()
     deadline = time.monotonic() + 10
-    while inst.processor._in_transit > 2500 and time.monotonic() < deadline:
+    while len(inst.processor._transit) > 2500 and time.monotonic() < deadline:
         time.sleep(0.0005)  # the flush is admitting them now
     tracescore.shutdown(0)
     flusher.join(15)
@@ -1382,6 +1417,49 @@ EXIT_SCRIPT = textwrap.dedent(
     print("exiting", flush=True)
     """
 )
+
+
+NONDAEMON_SCRIPT = textwrap.dedent(
+    """
+    import sys, threading, time
+    sys.path.insert(0, {root!r})
+    import tracescore
+    from tests.helpers import ProbeScorer
+
+    tracescore.configure(exporter=tracescore.FileSpanExporter({path!r}), flush_timeout=5,
+                         scoring=[tracescore.ScoringRule(scorer=ProbeScorer(id="p"))])
+
+    @tracescore.agent
+    def answer(q):
+        return "x" * 50
+
+    def work():
+        for i in range(20):
+            time.sleep(0.02)
+            answer(i)
+
+    for _ in range(4):
+        threading.Thread(target=work).start()  # non-daemon: joined after threading's hooks
+    print("main returns", flush=True)
+    """
+)
+
+
+def test_spans_of_non_daemon_threads_ending_after_main_are_exported(tmp_path: Any) -> None:
+    path = tmp_path / "spans.jsonl"
+    script = tmp_path / "nondaemon.py"
+    script.write_text(NONDAEMON_SCRIPT.format(root=ROOT, path=str(path)))
+    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                          timeout=60, env=dict(os.environ, PYTHONPATH=ROOT))
+    assert proc.returncode == 0, proc.stderr
+    spans = [s for line in path.read_text().splitlines()
+             for rs in json.loads(line)["resourceSpans"] for ss in rs["scopeSpans"]
+             for s in ss["spans"]]
+    assert len(spans) == 80
+    assert len({s["spanId"] for s in spans}) == 80
+    scored = [s for s in spans if any(e["name"] == "gen_ai.evaluation.result"
+                                      for e in s.get("events", []))]
+    assert len(scored) == 80
 
 
 @pytest.mark.parametrize("scorer", ["Hung", "SyncHung"])

@@ -134,7 +134,7 @@ def test_rate_limit_skips_exactly_what_it_should() -> None:
     answer(8)  # the bucket holds one token at most: 7 admitted, 8 skipped
     spans = finished(exp)
     assert len(spans) == 9
-    assert [c["input"] for c in probe.calls] == [0, 6, 7]
+    assert sorted(c["input"] for c in probe.calls) == [0, 6, 7]  # concurrent: any order
     assert tracescore.stats().skipped_rate_limited == 6
 
 

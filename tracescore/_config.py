@@ -595,10 +595,12 @@ def configure(
             # threading's exit hooks run before atexit's, and among them the one that stops
             # every ThreadPoolExecutor (asyncio's default executor included): judge calls still
             # pending at exit need it, so flush from a threading hook registered after it.
+            # That hook runs before the non-daemon threads are joined, which may still end
+            # spans: it only flushes, and the atexit hook (after the joins) shuts down.
             register = getattr(threading, "_register_atexit", None)
             if register is not None:
                 with contextlib.suppress(RuntimeError):  # interpreter already shutting down
-                    register(_at_exit)
+                    register(_flush_at_exit)
             _atexit_registered = True
         if previous is not None:
             # Only now, with the new processor in place: spans ending meanwhile reach it
@@ -711,6 +713,16 @@ def _reinit_lock_after_fork() -> None:
 
 if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_reinit_lock_after_fork)
+
+
+def _flush_at_exit() -> None:
+    instance = _current
+    if instance is None:
+        return
+    try:
+        instance.force_flush()
+    except Exception:
+        logger.debug("tracescore exit flush failed", exc_info=True)
 
 
 def _at_exit() -> None:

@@ -32,7 +32,7 @@ from . import _semconv as sc
 from ._limits import HourlyBudget, TokenBucket
 from ._sampling import trace_sampled
 from ._telemetry import Telemetry
-from ._worker import Admission, BackgroundWorker
+from ._worker import CLAIMED, Admission, BackgroundWorker
 
 logger = logging.getLogger("tracescore")
 
@@ -120,7 +120,7 @@ class _Admission(Admission):
     """A sampled span on its way from ``on_end`` to the worker's thread."""
 
     __slots__ = ("processor", "span", "payload", "rules", "forced", "documents", "tool_calls",
-                 "held", "in_transit")
+                 "ended", "exported")
 
     def __init__(self, processor: ScoringSpanProcessor, span: ReadableSpan, payload: Any,
                  rules: list[CompiledRule], forced: list[bool], documents: list[str] | None,
@@ -132,10 +132,12 @@ class _Admission(Admission):
         self.forced = forced
         self.documents = documents
         self.tool_calls = tool_calls
-        self.held: _Held | None = None
-        self.in_transit = True  # counted in the processor's spans in transit
+        self.ended = time.monotonic()  # when the span ended, for its score deadline
+        # Set (to an already exported _Held) when a flush had to export the span before the
+        # worker held it; its scores then go out on carrier spans.
+        self.exported: _Held | None = None
 
-    def admit(self) -> Callable[[], Any] | None:
+    def admit(self) -> Any:
         return self.processor._hold(self)
 
     def drop(self) -> None:
@@ -248,9 +250,8 @@ class ScoringSpanProcessor(SpanProcessor):
         )
         self._deadlines: deque[tuple[float, tuple[int, int]]] = deque()
         self._sweep_armed = False
-        self._in_transit = 0  # sampled spans on their way to the worker
+        self._transit: set[_Admission] = set()  # sampled spans on their way to the worker
         self._closed = False
-        self._admitting = threading.Lock()  # force_flush's admit_now() against shutdown()
         self._shutdown_started = False
         self._export_call: _Call | None = None
         self.stats = Stats()
@@ -332,7 +333,7 @@ class ScoringSpanProcessor(SpanProcessor):
         held_full = False
         if selected and self._max_held is not None:
             with self._lock:  # spans on their way to the worker count as held
-                held_full = len(self._held) + self._in_transit >= self._max_held
+                held_full = len(self._held) + len(self._transit) >= self._max_held
         for r, by_error in selected:
             # Rate limits and budgets count at the span's end.
             reason = "held_spans_full" if held_full else r.admit()
@@ -358,41 +359,64 @@ class ScoringSpanProcessor(SpanProcessor):
         # by the decorated call, cold caches and all.
         admission = _Admission(self, span, payload, matched, forced, documents, tool_calls)
         with self._lock:
-            self._in_transit += 1
-            self.stats.spans_held = len(self._held) + self._in_transit
+            # The cap counts spans on their way to the worker; checked again here, in the same
+            # lock section that reserves the place, so racing threads cannot pass it.
+            if self._max_held is not None and len(self._held) + len(self._transit) >= \
+                    self._max_held:
+                held_full = True
+            else:
+                self._transit.add(admission)
+                self.stats.spans_held = len(self._held) + len(self._transit)
+        if held_full:
+            for rule in matched:
+                self._count_skip(rule, "held_spans_full")
+            return False
         if self._worker.submit(admission):
             return True
-        self._arrived(admission)
+        if not self._claim(admission):
+            return True  # the worker dropped it on its way out: exported already
         for rule in matched:
             self._count_skip(rule, "queue_full")
         return False
 
-    def _hold(self, admission: _Admission) -> Callable[[], Any] | None:
-        """On the worker's thread: hold ``admission``'s span and return its first scoring job
-        (the others are submitted); None when it was exported instead."""
-        self._arrived(admission)
+    def _claim(self, admission: _Admission) -> bool:
+        """Take ``admission`` out of transit; False when another thread already did."""
+        with self._lock:
+            if admission not in self._transit:
+                return False
+            self._transit.discard(admission)
+            self.stats.spans_held = len(self._held) + len(self._transit)
+            return True
+
+    def _hold(self, admission: _Admission) -> Any:
+        """Hold ``admission``'s span and return its first scoring job (the others are
+        submitted), None when the span was exported instead, or ``CLAIMED`` when another thread
+        (a flush, a shutdown) took the admission first.
+
+        Whoever claims an admission owns its place in the worker's queue: the worker's loop
+        (its usual caller) runs the job in it or releases it on None."""
         span = admission.span
-        rules = admission.rules
-        if self._max_held is not None and len(self._held) >= self._max_held:
-            for rule in rules:
-                self._count_skip(rule, "held_spans_full")
-            self._export(span)
-            return None
         ctx = span.context
         assert ctx is not None
         key = (ctx.trace_id, ctx.span_id)
-        held = _Held(span=span, pending=len(rules))
+        rules = admission.rules
         with self._lock:
-            # With the check under the same lock as shutdown()'s, a span is either held before
-            # shutdown's last release (which exports it) or exported here.
-            closed = self._closed
+            # Out of transit and into _held in one step: a flush or shutdown sees the span in
+            # one place or the other, never in neither.
+            if admission not in self._transit:
+                return CLAIMED
+            self._transit.discard(admission)
+            held = admission.exported  # a flush past its deadline exported the span already
+            closed = self._closed and held is None
+            if held is None:
+                held = _Held(span=span, pending=len(rules))
+                if not closed:
+                    self._held[key] = held
+                else:
+                    self.stats.deadline_exports += 1
             if not closed:
-                admission.held = held
-                self._held[key] = held
                 self.stats.spans_scored += 1
-                self.stats.spans_held = len(self._held) + self._in_transit
-            else:
-                self.stats.deadline_exports += 1
+            self.stats.spans_held = len(self._held) + len(self._transit)
         if closed:
             self._export(span)
             return None
@@ -406,12 +430,11 @@ class ScoringSpanProcessor(SpanProcessor):
                 self._count_skip(rule, "queue_full")
                 self._settle(held, None)
         # The deadline runs from the span's end, not from now.
-        waited = (time.time_ns() - (span.end_time or 0)) / 1e9
-        deadline = time.monotonic() + self._score_timeout - min(max(waited, 0.0), 1.0)
+        deadline = admission.ended + self._score_timeout
         with self._lock:
             arm = False
             if key in self._held:
-                # Deadlines arrive in order (one timeout for all), so a FIFO is a priority queue.
+                # Deadlines arrive (nearly) in order, one timeout for all: a FIFO will do.
                 self._deadlines.append((deadline, key))
                 arm = not self._sweep_armed
                 self._sweep_armed = self._sweep_armed or arm
@@ -419,29 +442,41 @@ class ScoringSpanProcessor(SpanProcessor):
             self._arm(deadline)
         return jobs[0]
 
-    def _arrived(self, admission: _Admission) -> None:
-        """``admission`` left transit (held, exported or refused); idempotent."""
-        with self._lock:
-            if admission.in_transit:
-                admission.in_transit = False
-                self._in_transit -= 1
-                self.stats.spans_held = len(self._held) + self._in_transit
-
     def _drop(self, admission: _Admission) -> None:
-        """The worker stopped before ``admission`` ran (or it failed): export its span now."""
-        self._arrived(admission)
-        held = admission.held
-        if held is None:
-            with self._lock:
-                self.stats.deadline_exports += 1
-            self._export(admission.span)
+        """The worker stopped before ``admission`` ran, or failed to run it: export its span
+        now, unless another thread claimed it (or a flush exported it already)."""
+        if not self._claim(admission) or admission.exported is not None:
             return
         with self._lock:
-            released = self._release(held)
-            if released:
-                self.stats.deadline_exports += 1
-        if released:
-            self._export_held(held)
+            self.stats.deadline_exports += 1
+        self._export(admission.span)
+
+    def _claim_in_transit(self, deadline: float) -> bool:
+        """For a flush: hold, on this thread, every span still on its way to the worker, until
+        ``deadline``; past it, export the rest unscored. Returns True when all were held."""
+        with self._lock:
+            pending = list(self._transit)
+        complete = True
+        for admission in pending:
+            if time.monotonic() < deadline:
+                job = self._hold(admission)
+                if job is CLAIMED:
+                    continue
+                # This thread claimed it, so it owns the admission's place in the queue.
+                if job is None or not self._worker.requeue(job):
+                    self._worker.release()
+            else:
+                # No time left to hold it here: export it now and leave its scoring to the
+                # worker (the scores then go out on carrier spans), as for a held span.
+                complete = False
+                with self._lock:
+                    if admission not in self._transit or admission.exported is not None:
+                        continue
+                    admission.exported = _Held(span=admission.span,
+                                               pending=len(admission.rules), exported=True)
+                    self.stats.deadline_exports += 1
+                self._export(admission.span)
+        return complete
 
     def _arm(self, when: float) -> None:
         try:
@@ -530,7 +565,7 @@ class ScoringSpanProcessor(SpanProcessor):
     def held_spans(self) -> int:
         """Spans held for their scores right now, those on their way to the worker included
         (for the held-spans gauge)."""
-        return len(self._held) + self._in_transit
+        return len(self._held) + len(self._transit)
 
     # -- results -------------------------------------------------------------------------------
     def _settle(self, held: _Held, event: Event | None, score: ScoreEvent | None = None,
@@ -577,7 +612,7 @@ class ScoringSpanProcessor(SpanProcessor):
         ctx = held.span.context
         assert ctx is not None
         self._held.pop((ctx.trace_id, ctx.span_id), None)
-        self.stats.spans_held = len(self._held) + self._in_transit
+        self.stats.spans_held = len(self._held) + len(self._transit)
         return True
 
     def _sweep(self) -> None:
@@ -665,10 +700,11 @@ class ScoringSpanProcessor(SpanProcessor):
         deadline = time.monotonic() + budget
         reserve = max(budget * 0.2, min(budget * 0.5, 0.25))
         try:
-            with self._admitting:
-                self._worker.admit_now()  # spans still on their way to the worker count as held
+            # Spans still on their way to the worker count as held: hold them now.
+            all_held = self._claim_in_transit(deadline - reserve)
         except Exception:
-            logger.warning("tracescore failed to admit pending scoring jobs", exc_info=True)
+            all_held = False
+            logger.warning("tracescore failed to hold spans in transit", exc_info=True)
         idle = self._worker.wait_idle(max(0.0, deadline - reserve - time.monotonic()))
         with self._lock:
             remaining = [h for h in list(self._held.values()) if self._release(h)]
@@ -684,7 +720,7 @@ class ScoringSpanProcessor(SpanProcessor):
                 return bool(downstream.force_flush(left))
 
             flushed = self._call_before(flush, "flush", deadline)
-        return bool(idle and flushed and not remaining)
+        return bool(all_held and idle and flushed and not remaining)
 
     def shutdown(self, timeout_millis: float | None = None) -> None:
         """Flush within ``timeout_millis`` (default: ``flush_timeout``), stop the worker, shut
@@ -704,9 +740,15 @@ class ScoringSpanProcessor(SpanProcessor):
         deadline = time.monotonic() + budget
         self.force_flush(timeout_millis)
         with self._lock:
+            # Closed, and every span in transit claimed here, in one step: a racing hold then
+            # finds its span claimed and leaves it alone.
             self._closed = True
-        with self._admitting:
-            pass  # a flush admitting spans on another thread finishes first (it never waits)
+            leftovers = [a for a in self._transit if a.exported is None]
+            self._transit.clear()
+            self.stats.deadline_exports += len(leftovers)
+            self.stats.spans_held = len(self._held)
+        for admission in leftovers:
+            self._export(admission.span)
         self._worker.shutdown(_left(deadline))
         with self._lock:
             remaining = [h for h in list(self._held.values()) if self._release(h)]
@@ -746,9 +788,8 @@ class ScoringSpanProcessor(SpanProcessor):
         # The parent exports the spans it held and the worker's jobs did not survive fork():
         # the child forgets them (exporting them too would duplicate them) and re-arms afresh.
         self._lock = threading.Lock()
-        self._admitting = threading.Lock()
         self._held.clear()
-        self._in_transit = 0
+        self._transit.clear()
         self._deadlines.clear()
         self._sweep_armed = False
         self._export_call = None

@@ -68,7 +68,7 @@ async def score_event(
             if job_timeout is None:
                 outcome = await run_scorer(scorer, kwargs)
             else:
-                outcome = await _with_timeout(run_scorer(scorer, kwargs), job_timeout)
+                outcome = await _with_timeout(_contained(scorer_id, scorer, kwargs), job_timeout)
         except asyncio.TimeoutError:
             if _cancelled():
                 raise
@@ -138,13 +138,39 @@ def _failed(scorer_id: str, exc: BaseException) -> ScorerOutcome:
     return ScorerOutcome(None, None, f"{type(exc).__name__}: {text}", "scorer_error")
 
 
-async def _with_timeout(awaitable: Any, seconds: float) -> Any:
-    """``await awaitable``, cancelled after ``seconds`` (raises ``asyncio.TimeoutError``)."""
-    timeout = getattr(asyncio, "timeout", None)
-    if timeout is None:  # Python 3.10
-        return await asyncio.wait_for(awaitable, seconds)
-    async with timeout(seconds):
-        return await awaitable
+async def _with_timeout(coro: Any, seconds: float) -> Any:
+    """Run ``coro`` in its own task and return its result; after ``seconds``, cancel the task
+    and raise ``asyncio.TimeoutError`` without waiting for it, so a scorer that ignores
+    cancellation still gives its place back. Cancelling the caller cancels the task too."""
+    task = asyncio.ensure_future(coro)
+    try:
+        done, _ = await asyncio.wait({task}, timeout=seconds)
+    except asyncio.CancelledError:
+        task.cancel()
+        raise
+    if task in done:
+        return task.result()
+    task.cancel()
+    task.add_done_callback(_forget)
+    raise asyncio.TimeoutError
+
+
+async def _contained(scorer_id: str, scorer: Any, kwargs: dict[str, Any]) -> ScorerOutcome:
+    """``run_scorer`` for a task of its own: a ``SystemExit`` or ``KeyboardInterrupt`` the
+    scorer raises becomes a failed outcome here, where asyncio would re-raise it out of the
+    event loop and stop every job."""
+    try:
+        return await run_scorer(scorer, kwargs)
+    except asyncio.CancelledError:
+        raise
+    except BaseException as exc:  # noqa: BLE001 - see above
+        return _failed(scorer_id, exc)
+
+
+def _forget(task: asyncio.Future[Any]) -> None:
+    """Collect an abandoned task's outcome, so asyncio does not log it as never retrieved."""
+    if not task.cancelled():
+        task.exception()
 
 
 def _cancelled() -> bool:

@@ -36,17 +36,24 @@ _workers: weakref.WeakSet[BackgroundWorker] = weakref.WeakSet()
 Job = Callable[[], Awaitable[Any]]
 
 
+# What Admission.admit() returns when another thread claimed the admission first (and with it
+# the admission's place in the queue).
+CLAIMED: Any = object()
+
+
 class Admission:
     """Work handed to the loop thread to turn into a job there, off the caller's thread.
 
     ``admit()`` runs on the loop thread as soon as the loop takes its inbox (before any queued
-    job starts) and returns the job that takes the admission's place in the queue, or None.
-    ``drop()`` runs instead when the worker stops before the admission ran. Neither may block.
+    job starts) and returns the job that takes the admission's place in the queue, None (the
+    place is released), or ``CLAIMED`` (another thread took the admission and its place, see
+    ``requeue``/``release``). ``drop()`` runs instead when the worker stops, or fails to start,
+    before the admission ran. Neither may block.
     """
 
     __slots__ = ()
 
-    def admit(self) -> Job | None:  # pragma: no cover - interface
+    def admit(self) -> Any:  # pragma: no cover - interface
         raise NotImplementedError
 
     def drop(self) -> None:  # pragma: no cover - interface
@@ -140,33 +147,30 @@ class BackgroundWorker:
                 loop = self._loop or self._start_locked()
                 loop.call_soon_threadsafe(self._drain)
             except Exception:
+                # No loop to run them (e.g. no file descriptors left): nothing handed over since
+                # the last wake-up will run. Admissions are dropped (their spans exported).
                 with self._lock:
                     self._wake_scheduled = False
-                    dropped = len(self._inbox)
+                    dropped = list(self._inbox)
                     self._inbox.clear()
-                for _ in range(dropped):
+                for item in dropped:
+                    if isinstance(item, Admission):
+                        try:
+                            item.drop()
+                        except Exception:
+                            logger.debug("tracescore failed to drop a job", exc_info=True)
                     self._done()
                 logger.debug("tracescore could not schedule scoring jobs", exc_info=True)
                 return False
         return True
 
-    def admit_now(self) -> None:
-        """Run, on the calling thread, the admissions the loop has not taken yet (their jobs
-        join the queue), so a flush sees every span they carry as held."""
-        with self._lock:
-            admissions = [item for item in self._inbox if isinstance(item, Admission)]
-            if not admissions:
-                return
-            jobs = [item for item in self._inbox if not isinstance(item, Admission)]
-            self._inbox.clear()
-            self._inbox.extend(jobs)
-        for admission in admissions:
-            job = self._admit(admission)
-            if job is None or not self._requeue(job):
-                self._done()
+    def release(self) -> None:
+        """Give back the place of an admission claimed by another thread that left no job."""
+        self._done()
 
-    def _requeue(self, job: Job) -> bool:
-        """Queue ``job`` in a place already counted in ``pending``; False when closed."""
+    def requeue(self, job: Job) -> bool:
+        """Queue ``job`` in the place of an admission claimed by another thread (already
+        counted in ``pending``). False when closed: then ``release()`` the place."""
         with self._lock:
             if self._closed:
                 return False
@@ -222,6 +226,8 @@ class BackgroundWorker:
             for item in items:
                 if isinstance(item, Admission):
                     job = self._admit(item)
+                    if job is CLAIMED:
+                        continue
                     if job is None:
                         self._done()
                         continue
@@ -236,7 +242,7 @@ class BackgroundWorker:
             self._consumers.add(loop.create_task(self._consume()))
 
     @staticmethod
-    def _admit(admission: Admission) -> Job | None:
+    def _admit(admission: Admission) -> Any:
         try:
             return admission.admit()
         except BaseException:  # noqa: BLE001 - nothing may take the loop down
