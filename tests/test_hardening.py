@@ -824,12 +824,14 @@ def test_hung_scorer_cannot_hold_flush_or_shutdown_past_their_deadline() -> None
     assert len(exp.get_finished_spans()) == 1
 
 
-def test_job_timeout_cancels_a_hung_scorer_and_frees_its_place() -> None:
-    hung, probe = Hung(id="hung"), ProbeScorer(id="probe")
+def stuck_then_fine(stuck_scorer: Any, **options: Any) -> tuple[dict[str, Any], float]:
+    """One span for ``stuck_scorer`` then one for a quick probe, one scoring place
+    (``max_concurrency=1``): the exported spans by name, and the seconds the flush took."""
+    probe = ProbeScorer(id="probe")
     _, exp = memory_configure(
-        scoring=[rule(hung, on=lambda s: s.name.endswith("stuck")),
+        scoring=[rule(stuck_scorer, on=lambda s: s.name.endswith("stuck")),
                  rule(probe, on=lambda s: s.name.endswith("fine"))],
-        max_concurrency=1, score_timeout=3, job_timeout=0.5,
+        max_concurrency=1, **options,
     )
 
     @tracescore.agent(name="stuck")
@@ -841,9 +843,14 @@ def test_job_timeout_cancels_a_hung_scorer_and_frees_its_place() -> None:
         return "y"
 
     stuck("q")
-    fine("q")  # waits behind the hung job for its one place, then is scored
-    spans = finished(exp, timeout_millis=5_000)
-    by_name = {s.name: s for s in spans}
+    fine("q")  # waits behind the stuck job for the one place, then is scored
+    started = time.monotonic()
+    spans = {s.name: s for s in finished(exp, timeout_millis=5_000)}
+    return spans, time.monotonic() - started
+
+
+def test_job_timeout_cancels_a_hung_scorer_and_frees_its_place() -> None:
+    by_name, _ = stuck_then_fine(Hung(id="hung"), score_timeout=3, job_timeout=0.5)
     assert sorted(by_name) == ["invoke_agent fine", "invoke_agent stuck"]
     (timeout_event,) = eval_events(by_name["invoke_agent stuck"])
     assert timeout_event["error.type"] == "timeout"
@@ -861,26 +868,8 @@ def test_job_timeout_frees_the_place_of_a_scorer_that_ignores_cancellation() -> 
                     await asyncio.sleep(0.05)
             return await super().arun(**kwargs)
 
-    probe = ProbeScorer(id="probe")
-    _, exp = memory_configure(
-        scoring=[rule(Stubborn(id="stubborn"), on=lambda s: s.name.endswith("stuck")),
-                 rule(probe, on=lambda s: s.name.endswith("fine"))],
-        max_concurrency=1, score_timeout=5, job_timeout=0.3,
-    )
-
-    @tracescore.agent(name="stuck")
-    def stuck(q: str) -> str:
-        return "x"
-
-    @tracescore.agent(name="fine")
-    def fine(q: str) -> str:
-        return "y"
-
-    stuck("q")
-    fine("q")
-    started = time.monotonic()
-    spans = {s.name: s for s in finished(exp, timeout_millis=5_000)}
-    assert time.monotonic() - started < 1.5  # not ~2 s behind the stubborn scorer
+    spans, took = stuck_then_fine(Stubborn(id="stubborn"), score_timeout=5, job_timeout=0.3)
+    assert took < 1.5  # not ~2 s behind the stubborn scorer
     (event,) = eval_events(spans["invoke_agent stuck"])
     assert event["error.type"] == "timeout"
     (event,) = eval_events(spans["invoke_agent fine"])

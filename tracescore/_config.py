@@ -716,20 +716,21 @@ if hasattr(os, "register_at_fork"):
 
 
 def _flush_at_exit() -> None:
-    instance = _current
-    if instance is None:
-        return
-    try:
-        instance.force_flush()
-    except Exception:
-        logger.debug("tracescore exit flush failed", exc_info=True)
+    _exit_hook(shutdown=False)
 
 
 def _at_exit() -> None:
+    _exit_hook(shutdown=True)
+
+
+def _exit_hook(shutdown: bool) -> None:
     instance = _current
     if instance is None:
         return
     try:
-        instance.shutdown()
+        if shutdown:
+            instance.shutdown()
+        else:
+            instance.force_flush()
     except Exception:
         logger.debug("tracescore exit flush failed", exc_info=True)
