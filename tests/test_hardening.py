@@ -946,6 +946,43 @@ def test_shutdown_during_a_flush_that_admits_spans_loses_none() -> None:
     assert len(ids) == len(set(ids)) == 3001
 
 
+def test_shutdown_gives_back_the_queue_places_of_spans_it_claims() -> None:
+    # A span ends during shutdown's own flush while a scorer blocks the loop: shutdown claims
+    # it (exports it) and must give its place in the queue back, or the worker waits out the
+    # whole deadline for a job that does not exist.
+    class Blocker(ProbeScorer):
+        async def arun(self, **kwargs: Any) -> Any:
+            if kwargs.get("input") == "block":
+                time.sleep(1.0)  # noqa: ASYNC251 - blocks the loop thread
+            return await super().arun(**kwargs)
+
+    inst, exp = memory_configure(scoring=[rule(Blocker(id="b"))], score_timeout=30)
+
+    @tracescore.agent
+    def answer(q: str) -> str:
+        return "x"
+
+    downstream = inst.processor._downstream
+    assert downstream is not None
+    flush = downstream.force_flush
+    ended: list[str] = []
+
+    def flush_then_end_spans(*args: Any, **kwargs: Any) -> bool:
+        if not ended:  # during shutdown's flush, before it closes the processor
+            answer("block")
+            time.sleep(0.1)  # the loop is inside the blocking job now
+            answer("late")
+            ended.append("yes")
+        return bool(flush(*args, **kwargs))
+
+    downstream.force_flush = flush_then_end_spans  # type: ignore[method-assign]
+    started = time.monotonic()
+    tracescore.shutdown(8_000)
+    assert time.monotonic() - started < 4  # ~1 s: the blocking job; not the 8 s deadline
+    names = [s.name for s in exp.get_finished_spans()]
+    assert len(names) == 2
+
+
 def test_worker_drops_admissions_it_never_ran_at_shutdown() -> None:
     from tracescore._worker import Admission, BackgroundWorker
 
@@ -1449,6 +1486,25 @@ def test_spans_of_non_daemon_threads_ending_after_main_are_exported(tmp_path: An
     scored = [s for s in spans if any(e["name"] == "gen_ai.evaluation.result"
                                       for e in s.get("events", []))]
     assert len(scored) == 80
+
+
+def test_exit_with_a_hung_scorer_waits_one_flush_deadline_not_two(tmp_path: Any) -> None:
+    path = tmp_path / "spans.jsonl"
+    script = tmp_path / "exit.py"
+    script.write_text(EXIT_SCRIPT.format(root=ROOT, path=str(path), scorer="Hung")
+                      .replace("flush_timeout=0.5", "flush_timeout=4"))
+    started = time.monotonic()
+    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                          timeout=30, env=dict(os.environ, PYTHONPATH=ROOT))
+    took = time.monotonic() - started
+    assert proc.returncode == 0, proc.stderr
+    # The flush before the thread joins waits 4 s for the hung score; the shutdown after them
+    # gets a second, not another 4 s.
+    assert 4 <= took < 6.5  # about 4.7 s here; 7.7 s without the shortened second step
+    spans = [s for line in path.read_text().splitlines()
+             for rs in json.loads(line)["resourceSpans"] for ss in rs["scopeSpans"]
+             for s in ss["spans"]]
+    assert len(spans) == 3
 
 
 @pytest.mark.parametrize("scorer", ["Hung", "SyncHung"])

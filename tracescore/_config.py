@@ -730,7 +730,12 @@ def _exit_hook(shutdown: bool) -> None:
     try:
         if shutdown:
             instance.shutdown()
-        else:
-            instance.force_flush()
+        elif not instance.force_flush():
+            # This step already spent a whole deadline on what is stuck: the shutdown that
+            # follows (ours, or the SDK provider's own exit hook, which passes no deadline)
+            # exports what is held, spans of threads joined since included, within a second.
+            processor = instance.processor
+            processor.flush_timeout = min(processor.flush_timeout, 1.0)
+            instance.flush_timeout = min(instance.flush_timeout, 1.0)
     except Exception:
         logger.debug("tracescore exit flush failed", exc_info=True)

@@ -235,7 +235,7 @@ class ScoringSpanProcessor(SpanProcessor):
         self._job_timeout = job_timeout
         self._max_held = max_held_spans
         self._telemetry = telemetry
-        self._flush_timeout = flush_timeout
+        self.flush_timeout = flush_timeout
         self._rules = list(rules)
         self._worker = worker
         self._score_timeout = score_timeout
@@ -456,27 +456,31 @@ class ScoringSpanProcessor(SpanProcessor):
         ``deadline``; past it, export the rest unscored. Returns True when all were held."""
         with self._lock:
             pending = list(self._transit)
-        complete = True
-        for admission in pending:
-            if time.monotonic() < deadline:
-                job = self._hold(admission)
-                if job is CLAIMED:
-                    continue
-                # This thread claimed it, so it owns the admission's place in the queue.
-                if job is None or not self._worker.requeue(job):
-                    self._worker.release()
-            else:
-                # No time left to hold it here: export it now and leave its scoring to the
-                # worker (the scores then go out on carrier spans), as for a held span.
-                complete = False
-                with self._lock:
-                    if admission not in self._transit or admission.exported is not None:
-                        continue
+        done = 0
+        while done < len(pending) and time.monotonic() < deadline:
+            job = self._hold(pending[done])
+            done += 1
+            if job is CLAIMED:
+                continue
+            # This thread claimed it, so it owns the admission's place in the queue.
+            if job is None or not self._worker.requeue(job):
+                self._worker.release()
+        if done == len(pending):
+            return True
+        # No time left to hold the rest here: export them now, in one lock section, and leave
+        # their scoring to the worker (the scores then go out on carrier spans), as for a held
+        # span.
+        late: list[_Admission] = []
+        with self._lock:
+            for admission in pending[done:]:
+                if admission in self._transit and admission.exported is None:
                     admission.exported = _Held(span=admission.span,
                                                pending=len(admission.rules), exported=True)
-                    self.stats.deadline_exports += 1
-                self._export(admission.span)
-        return complete
+                    late.append(admission)
+            self.stats.deadline_exports += len(late)
+        for admission in late:
+            self._export(admission.span)
+        return False
 
     def _arm(self, when: float) -> None:
         try:
@@ -735,7 +739,7 @@ class ScoringSpanProcessor(SpanProcessor):
                 return
             self._shutdown_started = True
         if timeout_millis is None:
-            timeout_millis = self._flush_timeout * 1000
+            timeout_millis = self.flush_timeout * 1000
         budget = _seconds(timeout_millis)
         deadline = time.monotonic() + budget
         self.force_flush(timeout_millis)
@@ -743,10 +747,13 @@ class ScoringSpanProcessor(SpanProcessor):
             # Closed, and every span in transit claimed here, in one step: a racing hold then
             # finds its span claimed and leaves it alone.
             self._closed = True
+            claimed = len(self._transit)
             leftovers = [a for a in self._transit if a.exported is None]
             self._transit.clear()
             self.stats.deadline_exports += len(leftovers)
             self.stats.spans_held = len(self._held)
+        for _ in range(claimed):
+            self._worker.release()  # their places in the queue are ours now: give them back
         for admission in leftovers:
             self._export(admission.span)
         self._worker.shutdown(_left(deadline))

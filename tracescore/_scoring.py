@@ -161,8 +161,8 @@ async def _contained(scorer_id: str, scorer: Any, kwargs: dict[str, Any]) -> Sco
     event loop and stop every job."""
     try:
         return await run_scorer(scorer, kwargs)
-    except asyncio.CancelledError:
-        raise
+    except (asyncio.CancelledError, GeneratorExit):
+        raise  # cancelled, or closed with the loop (an abandoned job at shutdown)
     except BaseException as exc:  # noqa: BLE001 - see above
         return _failed(scorer_id, exc)
 
