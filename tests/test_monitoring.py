@@ -335,6 +335,37 @@ def test_judge_provider_name_follows_the_conventions(model: str, provider: str) 
     assert tracescore.Judge(model)._provider_name() == provider
 
 
+def test_jobs_cut_by_shutdown_are_counted_as_dropped() -> None:
+    class Hung(ProbeScorer):
+        async def arun(self, **kwargs: Any) -> Any:
+            await asyncio.Event().wait()
+
+    reader = InMemoryMetricReader()
+    quick = ProbeScorer(id="quick")
+    inst, exp = memory_configure(
+        scoring=[tracescore.ScoringRule(scorer=Hung(id="hung")),
+                 tracescore.ScoringRule(scorer=quick)],
+        max_concurrency=1, meter_provider=MeterProvider(metric_readers=[reader]),
+    )
+
+    @tracescore.agent
+    def answer(i: int) -> str:
+        return "ok"
+
+    for i in range(3):
+        answer(i)
+    tracescore.shutdown(500)
+    # One hung job ran and was cancelled; the others waited behind it for the one place and
+    # never started (a quick job may have run first: the order of one span's jobs is free).
+    assert len(exp.get_finished_spans()) == 3
+    points = metric_points(reader)["tracescore.scoring.jobs"]
+    dropped = {p.attributes["gen_ai.evaluation.name"]: p.value for p in points
+               if p.attributes["tracescore.outcome"] == "dropped"}
+    assert dropped["hung"] == 3
+    assert dropped["quick"] == 3 - len(quick.calls)
+    assert inst.stats().jobs_dropped == 6 - len(quick.calls)
+
+
 def test_storm_of_429s(judge_server: JudgeServer) -> None:
     judge_server.route("*", JudgeServer.Reply(status=429, body={"error": {"message": "slow"}}))
     reader = InMemoryMetricReader()

@@ -18,7 +18,7 @@ import re
 import threading
 import time
 import weakref
-from collections import OrderedDict, deque
+from collections import Counter, OrderedDict, deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -63,6 +63,8 @@ class Stats:
         skipped_budget: scoring jobs skipped by a rule's hourly judge budget.
         deadline_exports: spans exported before every score was in, by their
             ``score_timeout`` or by a ``force_flush``/``shutdown`` deadline.
+        jobs_dropped: scoring jobs accepted that never finished because tracescore shut down
+            (cancelled, or never started).
     """
 
     spans_exported: int = 0
@@ -77,6 +79,7 @@ class Stats:
     skipped_rate_limited: int = 0
     skipped_budget: int = 0
     deadline_exports: int = 0
+    jobs_dropped: int = 0
 
 
 @dataclass(frozen=True)
@@ -251,6 +254,7 @@ class ScoringSpanProcessor(SpanProcessor):
         self._deadlines: deque[tuple[float, tuple[int, int]]] = deque()
         self._sweep_armed = False
         self._transit: set[_Admission] = set()  # sampled spans on their way to the worker
+        self._unfinished: Counter[str] = Counter()  # scoring jobs made and not finished, by id
         self._closed = False
         self._shutdown_started = False
         self._export_call: _Call | None = None
@@ -379,6 +383,23 @@ class ScoringSpanProcessor(SpanProcessor):
             self._count_skip(rule, "queue_full")
         return False
 
+    def _finished(self, scorer_id: str) -> None:
+        with self._lock:
+            if self._unfinished[scorer_id] > 0:
+                self._unfinished[scorer_id] -= 1
+
+    def _count_dropped(self, counts: Counter[str]) -> None:
+        """Count scoring jobs that will never finish (tracescore shut down), by scorer id."""
+        total = sum(counts.values())
+        if not total:
+            return
+        with self._lock:
+            self.stats.jobs_dropped += total
+        if self._telemetry is not None:
+            for scorer_id, n in counts.items():
+                if n > 0:
+                    self._telemetry.record_dropped(scorer_id, n)
+
     def _claim(self, admission: _Admission) -> bool:
         """Take ``admission`` out of transit; False when another thread already did."""
         with self._lock:
@@ -425,9 +446,12 @@ class ScoringSpanProcessor(SpanProcessor):
             _make_job(self, held, rule, inputs, admission.documents, admission.tool_calls, forced)
             for rule, forced in zip(rules, admission.forced, strict=True)
         ]
+        with self._lock:
+            self._unfinished.update(_scorer_id(rule) for rule in rules)
         for rule, job in zip(rules[1:], jobs[1:], strict=True):
             if not self._worker.submit(job):
                 self._count_skip(rule, "queue_full")
+                self._finished(_scorer_id(rule))
                 self._settle(held, None)
         # The deadline runs from the span's end, not from now.
         deadline = admission.ended + self._score_timeout
@@ -445,7 +469,10 @@ class ScoringSpanProcessor(SpanProcessor):
     def _drop(self, admission: _Admission) -> None:
         """The worker stopped before ``admission`` ran, or failed to run it: export its span
         now, unless another thread claimed it (or a flush exported it already)."""
-        if not self._claim(admission) or admission.exported is not None:
+        if not self._claim(admission):
+            return
+        self._count_dropped(Counter(_scorer_id(rule) for rule in admission.rules))
+        if admission.exported is not None:
             return
         with self._lock:
             self.stats.deadline_exports += 1
@@ -748,18 +775,23 @@ class ScoringSpanProcessor(SpanProcessor):
             # finds its span claimed and leaves it alone.
             self._closed = True
             claimed = len(self._transit)
+            never_held = Counter(_scorer_id(r) for a in self._transit for r in a.rules)
             leftovers = [a for a in self._transit if a.exported is None]
             self._transit.clear()
             self.stats.deadline_exports += len(leftovers)
             self.stats.spans_held = len(self._held)
         for _ in range(claimed):
             self._worker.release()  # their places in the queue are ours now: give them back
+        self._count_dropped(never_held)
         for admission in leftovers:
             self._export(admission.span)
         self._worker.shutdown(_left(deadline))
         with self._lock:
             remaining = [h for h in list(self._held.values()) if self._release(h)]
             self.stats.deadline_exports += len(remaining)
+            unfinished = +self._unfinished  # cancelled or never started: dropped
+            self._unfinished.clear()
+        self._count_dropped(unfinished)
         for held in remaining:
             self._export_held(held)
         if self._downstream is not None:
@@ -797,6 +829,7 @@ class ScoringSpanProcessor(SpanProcessor):
         self._lock = threading.Lock()
         self._held.clear()
         self._transit.clear()
+        self._unfinished.clear()
         self._deadlines.clear()
         self._sweep_armed = False
         self._export_call = None
@@ -892,6 +925,10 @@ def _scoring_inputs(span: ReadableSpan, payload: Any) -> _Inputs:
 _score_event: Any = None
 
 
+def _scorer_id(rule: CompiledRule) -> str:
+    return str(getattr(rule.scorer, "id", "custom"))
+
+
 def _make_job(
     processor: ScoringSpanProcessor,
     held: _Held,
@@ -908,6 +945,7 @@ def _make_job(
 
         _score_event = loaded
     score_event = _score_event
+    scorer_id = _scorer_id(rule)
 
     async def job() -> None:
         started = time.monotonic()
@@ -927,9 +965,11 @@ def _make_job(
                 )
         except BaseException:
             # score_event reports scorer failures as events; this is cancellation at shutdown
-            # or a bug: the span must not wait for a result that will never come.
+            # or a bug: the span must not wait for a result that will never come. The job stays
+            # unfinished: shutdown counts it as dropped.
             processor._settle(held, None)
             raise
+        processor._finished(scorer_id)
         processor._settle(held, event, score, time.monotonic() - started)
 
     return job

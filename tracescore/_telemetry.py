@@ -10,7 +10,8 @@ Metrics (instrument names are tracescore's own: the GenAI conventions define the
 - ``tracescore.evaluation.score`` (histogram, ``1``): ``gen_ai.evaluation.name``,
   ``gen_ai.evaluation.score.label``.
 - ``tracescore.scoring.jobs`` (counter, ``{job}``): ``gen_ai.evaluation.name``,
-  ``tracescore.outcome`` (``scored``, ``not_scorable``, ``error``, ``skipped``), ``error.type``,
+  ``tracescore.outcome`` (``scored``, ``not_scorable``, ``error``, ``skipped``, ``dropped``:
+  accepted but never finished because tracescore shut down), ``error.type``,
   ``tracescore.skip.reason``.
 - ``tracescore.scoring.duration`` (histogram, ``s``): ``gen_ai.evaluation.name``,
   ``tracescore.outcome``.
@@ -86,7 +87,8 @@ class Telemetry:
         )
         self.jobs = meter.create_counter(
             "tracescore.scoring.jobs", unit="{job}",
-            description="Scoring jobs by outcome (scored, not_scorable, error, skipped).",
+            description="Scoring jobs by outcome (scored, not_scorable, error, skipped, "
+                        "dropped).",
         )
         self.duration = meter.create_histogram(
             "tracescore.scoring.duration", unit="s",
@@ -159,6 +161,10 @@ class Telemetry:
                     self.client_tokens.record(count, {**attributes, TOKEN_TYPE: token_type})
         except Exception:
             logger.debug("tracescore could not record judge call metrics", exc_info=True)
+
+    def record_dropped(self, scorer_id: str, count: int) -> None:
+        """Count scoring jobs accepted that never finished because tracescore shut down."""
+        self.jobs.add(count, {sc.GEN_AI_EVALUATION_NAME: scorer_id, OUTCOME: "dropped"})
 
     def record_skip(self, scorer_id: str, reason: str) -> None:
         """Count a job that was not run (``queue_full``, ``rate_limited``, ``budget``, ...)."""
