@@ -1,0 +1,299 @@
+"""Every environment variable tracescore reads, its parser and its default, in one place.
+
+Each variable has a name constant, one documented default and one reader function below; the
+rest of tracescore calls the reader instead of touching ``os.environ``, so a variable means the
+same thing everywhere. Readers parse at call time (``configure()`` called again sees a changed
+environment) and never raise: a bad value logs one warning per variable and value, then the
+default applies. Explicit arguments are checked by their callers, not here.
+
+This module imports only the standard library, so that any module of tracescore may use it.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import threading
+from collections.abc import Mapping
+
+logger = logging.getLogger("tracescore")
+
+# --- Names -------------------------------------------------------------------------------------
+
+TRACESCORE_DISABLED = "TRACESCORE_DISABLED"
+TRACESCORE_JUDGE_MODEL = "TRACESCORE_JUDGE_MODEL"
+TRACESCORE_JUDGE_OUT_OF_PROCESS = "TRACESCORE_JUDGE_OUT_OF_PROCESS"
+TRACESCORE_EXPORT_FILE = "TRACESCORE_EXPORT_FILE"
+TRACESCORE_MAX_CONTENT_LENGTH = "TRACESCORE_MAX_CONTENT_LENGTH"
+TRACESCORE_SCORE_TIMEOUT = "TRACESCORE_SCORE_TIMEOUT"
+TRACESCORE_MAX_CONCURRENCY = "TRACESCORE_MAX_CONCURRENCY"
+TRACESCORE_MAX_QUEUE_SIZE = "TRACESCORE_MAX_QUEUE_SIZE"
+TRACESCORE_MAX_HELD_SPANS = "TRACESCORE_MAX_HELD_SPANS"
+TRACESCORE_FLUSH_TIMEOUT = "TRACESCORE_FLUSH_TIMEOUT"
+TRACESCORE_JOB_TIMEOUT = "TRACESCORE_JOB_TIMEOUT"
+OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT = (
+    "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
+)
+OTEL_SERVICE_NAME = "OTEL_SERVICE_NAME"
+OTEL_EXPORTER_OTLP_ENDPOINT = "OTEL_EXPORTER_OTLP_ENDPOINT"
+OTEL_EXPORTER_OTLP_TRACES_ENDPOINT = "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"
+OTEL_EXPORTER_OTLP_PROTOCOL = "OTEL_EXPORTER_OTLP_PROTOCOL"
+OTEL_EXPORTER_OTLP_TRACES_PROTOCOL = "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL"
+OTEL_BSP_MAX_QUEUE_SIZE = "OTEL_BSP_MAX_QUEUE_SIZE"
+
+# --- Defaults (one per setting; import these rather than repeating the numbers) ---------------
+
+DEFAULT_DISABLED = False
+DEFAULT_JUDGE_OUT_OF_PROCESS = False
+DEFAULT_CAPTURE_CONTENT = True
+DEFAULT_EXPORT_FILE = "tracescore-traces.jsonl"
+DEFAULT_MAX_CONTENT_LENGTH = 16_384
+DEFAULT_SCORE_TIMEOUT = 30.0
+DEFAULT_MAX_CONCURRENCY = 8
+DEFAULT_MAX_QUEUE_SIZE = 1_000
+DEFAULT_FLUSH_TIMEOUT = 10.0
+DEFAULT_JOB_TIMEOUT = 300.0
+DEFAULT_OTLP_PROTOCOL = "http/protobuf"
+# Not an environment default: the batch span processor's queue when OTEL_BSP_MAX_QUEUE_SIZE is
+# unset, because the SDK's own 2,048 silently drops spans under bursts.
+DEFAULT_BSP_QUEUE_SIZE = 8_192
+
+OTLP_PROTOCOLS = ("http/protobuf", "grpc")
+
+_TRUE = frozenset({"1", "true", "yes", "on"})
+_FALSE = frozenset({"0", "false", "no", "off"})
+# The GenAI semantic conventions' content-capturing modes; tracescore only has "on the span or
+# not", so every mode that captures anything means on.
+_CAPTURE_MODES: Mapping[str, bool] = {
+    "no_content": False,
+    "span_only": True,
+    "event_only": True,
+    "span_and_event": True,
+}
+
+_warned: set[tuple[str, str]] = set()
+_warned_lock = threading.Lock()
+
+
+def _raw(name: str) -> str:
+    return os.environ.get(name, "").strip()
+
+
+def _warn(name: str, raw: str, expected: str, default: object) -> None:
+    # Once per variable and value: readers run on every configure(), and a log line repeated on
+    # each call hides the other messages without telling anything new.
+    with _warned_lock:
+        if (name, raw) in _warned:
+            return
+        _warned.add((name, raw))
+    logger.warning(
+        "tracescore: ignoring %s=%r (expected %s); using %r", name, raw, expected, default
+    )
+
+
+# --- Parsers -----------------------------------------------------------------------------------
+
+
+def read_str(name: str, default: str | None = None) -> str | None:
+    """Read a string variable, stripped.
+
+    Args:
+        name: the variable.
+        default: returned when the variable is unset or blank.
+
+    Returns:
+        The stripped value, or ``default``.
+    """
+    return _raw(name) or default
+
+
+def read_bool(name: str, default: bool) -> bool:
+    """Read a boolean variable: ``true/false``, ``1/0``, ``yes/no``, ``on/off``, any case.
+
+    Args:
+        name: the variable.
+        default: returned when the variable is unset, blank or not one of those words (the
+            last with a warning).
+
+    Returns:
+        The parsed value, or ``default``.
+    """
+    raw = _raw(name)
+    if not raw:
+        return default
+    lowered = raw.lower()
+    if lowered in _TRUE:
+        return True
+    if lowered in _FALSE:
+        return False
+    _warn(name, raw, "true or false", default)
+    return default
+
+
+def read_positive(name: str, default: float, *, integer: bool = False) -> float:
+    """Read a positive, finite number (an integer with ``integer=True``).
+
+    Args:
+        name: the variable.
+        default: returned when the variable is unset, blank or not such a number (the last with
+            a warning).
+        integer: accept whole numbers only (``"8"`` and ``"8.0"``, not ``"8.5"``) and return
+            an ``int``.
+
+    Returns:
+        The parsed value (an ``int`` with ``integer=True``), or ``default``.
+    """
+    raw = _raw(name)
+    if not raw:
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and value > 0 and (not integer or value == int(value))):
+        _warn(name, raw, "a positive integer" if integer else "a positive number", default)
+        return default
+    return int(value) if integer else value
+
+
+def read_enum(name: str, choices: tuple[str, ...], default: str) -> str:
+    """Read a variable that takes one of a fixed set of values, case-insensitively.
+
+    Args:
+        name: the variable.
+        choices: the accepted values, in lower case.
+        default: returned when the variable is unset, blank or not a choice (the last with a
+            warning).
+
+    Returns:
+        The matching choice (lower case), or ``default``.
+    """
+    raw = _raw(name)
+    if not raw:
+        return default
+    lowered = raw.lower()
+    if lowered in choices:
+        return lowered
+    _warn(name, raw, "one of " + ", ".join(choices), default)
+    return default
+
+
+# --- One reader per variable -------------------------------------------------------------------
+
+
+def disabled() -> bool:
+    """``TRACESCORE_DISABLED``: every decorator becomes a pass-through. Default False."""
+    return read_bool(TRACESCORE_DISABLED, DEFAULT_DISABLED)
+
+
+def judge_model() -> str | None:
+    """``TRACESCORE_JUDGE_MODEL``: the default judge's litellm model string. Default None."""
+    return read_str(TRACESCORE_JUDGE_MODEL)
+
+
+def judge_out_of_process() -> bool:
+    """``TRACESCORE_JUDGE_OUT_OF_PROCESS``: run judges in a child process. Default False."""
+    return read_bool(TRACESCORE_JUDGE_OUT_OF_PROCESS, DEFAULT_JUDGE_OUT_OF_PROCESS)
+
+
+def capture_content() -> bool:
+    """``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT``: content on exported spans.
+
+    Accepts a boolean word (see ``read_bool``) or a GenAI conventions mode, any case:
+    ``NO_CONTENT`` is off; ``SPAN_ONLY``, ``EVENT_ONLY`` and ``SPAN_AND_EVENT`` are on. Unset
+    or blank: on (tracescore's documented default). Anything else is off, with a warning: a
+    value we cannot read may have been meant to keep private data in, so we fail closed.
+    """
+    raw = _raw(OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT)
+    if not raw:
+        return DEFAULT_CAPTURE_CONTENT
+    lowered = raw.lower()
+    if lowered in _TRUE:
+        return True
+    if lowered in _FALSE:
+        return False
+    if lowered in _CAPTURE_MODES:
+        return _CAPTURE_MODES[lowered]
+    _warn(
+        OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT,
+        raw,
+        "true, false, NO_CONTENT, SPAN_ONLY, EVENT_ONLY or SPAN_AND_EVENT",
+        False,
+    )
+    return False
+
+
+def max_content_length() -> int:
+    """``TRACESCORE_MAX_CONTENT_LENGTH``: characters kept per captured value. Default 16384."""
+    return int(
+        read_positive(TRACESCORE_MAX_CONTENT_LENGTH, DEFAULT_MAX_CONTENT_LENGTH, integer=True)
+    )
+
+
+def score_timeout() -> float:
+    """``TRACESCORE_SCORE_TIMEOUT``: seconds a span waits for its scores. Default 30."""
+    return float(read_positive(TRACESCORE_SCORE_TIMEOUT, DEFAULT_SCORE_TIMEOUT))
+
+
+def max_concurrency() -> int:
+    """``TRACESCORE_MAX_CONCURRENCY``: scoring jobs running at once. Default 8."""
+    return int(read_positive(TRACESCORE_MAX_CONCURRENCY, DEFAULT_MAX_CONCURRENCY, integer=True))
+
+
+def max_queue_size() -> int:
+    """``TRACESCORE_MAX_QUEUE_SIZE``: scoring jobs accepted at once. Default 1000."""
+    return int(read_positive(TRACESCORE_MAX_QUEUE_SIZE, DEFAULT_MAX_QUEUE_SIZE, integer=True))
+
+
+def max_held_spans() -> int | None:
+    """``TRACESCORE_MAX_HELD_SPANS``: spans held for scores at once. Default None (no cap of
+    its own: the scoring queue bounds held spans already)."""
+    value = read_positive(TRACESCORE_MAX_HELD_SPANS, math.nan, integer=True)
+    return None if math.isnan(value) else int(value)
+
+
+def flush_timeout() -> float:
+    """``TRACESCORE_FLUSH_TIMEOUT``: seconds flush, shutdown and the exit hook wait.
+    Default 10."""
+    return float(read_positive(TRACESCORE_FLUSH_TIMEOUT, DEFAULT_FLUSH_TIMEOUT))
+
+
+def job_timeout() -> float:
+    """``TRACESCORE_JOB_TIMEOUT``: seconds one scoring job may run. Default 300."""
+    return float(read_positive(TRACESCORE_JOB_TIMEOUT, DEFAULT_JOB_TIMEOUT))
+
+
+def export_file() -> str:
+    """``TRACESCORE_EXPORT_FILE``: the local OTLP/JSON lines file. Default
+    ``tracescore-traces.jsonl`` in the working directory."""
+    return read_str(TRACESCORE_EXPORT_FILE) or DEFAULT_EXPORT_FILE
+
+
+def service_name() -> str | None:
+    """``OTEL_SERVICE_NAME`` (the SDK's resource reads it too; we only ask whether it is set).
+    Default None."""
+    return read_str(OTEL_SERVICE_NAME)
+
+
+def otlp_traces_endpoint() -> str | None:
+    """``OTEL_EXPORTER_OTLP_TRACES_ENDPOINT``, else ``OTEL_EXPORTER_OTLP_ENDPOINT``; None when
+    neither is set (then nothing is exported over OTLP)."""
+    return read_str(OTEL_EXPORTER_OTLP_TRACES_ENDPOINT) or read_str(OTEL_EXPORTER_OTLP_ENDPOINT)
+
+
+def otlp_traces_protocol() -> str:
+    """``OTEL_EXPORTER_OTLP_TRACES_PROTOCOL``, else ``OTEL_EXPORTER_OTLP_PROTOCOL``:
+    ``http/protobuf`` (default) or ``grpc``; anything else warns and uses the default."""
+    name = (
+        OTEL_EXPORTER_OTLP_TRACES_PROTOCOL
+        if _raw(OTEL_EXPORTER_OTLP_TRACES_PROTOCOL)
+        else OTEL_EXPORTER_OTLP_PROTOCOL
+    )
+    return read_enum(name, OTLP_PROTOCOLS, DEFAULT_OTLP_PROTOCOL)
+
+
+def bsp_max_queue_size_set() -> bool:
+    """Whether ``OTEL_BSP_MAX_QUEUE_SIZE`` is set: the SDK parses it; when it is not, we pass
+    ``DEFAULT_BSP_QUEUE_SIZE`` instead of the SDK's smaller default."""
+    return bool(_raw(OTEL_BSP_MAX_QUEUE_SIZE))
