@@ -1,4 +1,7 @@
-"""Renderings of an ``EvalResult``: a plain-text table, the JSON report and JUnit XML.
+"""Files a CI job reads from an ``EvalResult``: the JSON report and JUnit XML.
+
+The plain-text table and the JSON-ready dict are the result's own renderings, defined in
+``_evals_results`` (``EvalResult.table()``, ``EvalResult.to_dict()``) and re-exported here.
 
 JUnit XML follows the shape CI systems read (Jenkins, GitLab, GitHub test reporters): one
 ``<testsuite>`` per run, one ``<testcase>`` per scorer (``gate <id>`` for gates) plus one named
@@ -11,129 +14,21 @@ from __future__ import annotations
 import json
 import xml.etree.ElementTree as ET
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
 
-from ._serialize import to_json
-
-if TYPE_CHECKING:
-    from ._evals_results import EvalItemResult, EvalResult, ScorerSummary
+from ._evals_results import (
+    EvalResult,
+    ScorerSummary,
+    format_table,
+    number_text,
+    requirement_text,
+    result_to_dict,
+)
 
 __all__ = ["format_table", "result_to_dict", "to_junit_xml", "write_junit", "write_report"]
 
 # Failure texts list at most this many items, so one broken run cannot write megabytes of XML.
 _MAX_LISTED_ITEMS = 50
 _MAX_MESSAGE_CHARS = 300
-
-
-def _jsonable(value: Any) -> Any:
-    # Uncapped, but safe for anything: cycles, bytes, objects that are not JSON-serialisable.
-    return json.loads(to_json(value, 0))
-
-
-def _num(value: float | None) -> str:
-    return "-" if value is None else f"{value:.4f}"
-
-
-def _requirement(s: ScorerSummary) -> str:
-    if s.threshold is None:
-        return "-"
-    if s.gate:
-        return f"== {s.threshold:g}"
-    return f"{'>=' if s.higher_is_better else '<='} {s.threshold:g}"
-
-
-def format_table(result: EvalResult) -> str:
-    """A fixed-width table of every scorer (mean, requirement, counts, status), the target's
-    errors and the verdict with its reasons."""
-    header = ("scorer", "mean", "required", "scored", "n/s", "errors", "skipped", "status")
-    rows = [header]
-    for s in result.scorers.values():
-        rows.append(
-            (
-                f"gate {s.scorer_id}" if s.gate else s.scorer_id,
-                _num(s.mean),
-                _requirement(s),
-                str(s.scored),
-                str(s.not_scorable),
-                str(s.errors),
-                str(s.skipped),
-                "ok" if s.passed else "FAIL",
-            )
-        )
-    widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
-    lines = []
-    for row in rows:
-        cells = [
-            cell.ljust(width) if i in (0, 2, 7) else cell.rjust(width)
-            for i, (cell, width) in enumerate(zip(row, widths, strict=True))
-        ]
-        lines.append("  ".join(cells).rstrip())
-    total = result.summary["total_items"]
-    errors = result.summary["target_errors"]
-    lines.append("")
-    lines.append(
-        f"{total} item(s), target errors: {errors}, "
-        f"{result.summary['duration_seconds']:.2f} s — experiment {result.experiment_name!r} "
-        f"({result.experiment_id})"
-    )
-    lines.append(f"verdict: {result.verdict}")
-    lines.extend(f"  - {reason}" for reason in result.reasons)
-    return "\n".join(lines)
-
-
-def _score_dict(score: Any) -> dict[str, Any]:
-    result = score.result
-    dumped = None
-    if result is not None:
-        dump = getattr(result, "model_dump", None)
-        dumped = dump(mode="json") if callable(dump) else _jsonable(result)
-    return {
-        "status": score.status,
-        "score": score.score,
-        "label": score.label,
-        "reason": score.reason,
-        "error_type": score.error_type,
-        "result": dumped,
-    }
-
-
-def _item_dict(item_result: EvalItemResult) -> dict[str, Any]:
-    item = item_result.item
-    error = item_result.error
-    return {
-        "index": item.index,
-        "id": item.id,
-        "input": _jsonable(item.input),
-        "ground_truth": _jsonable(item.ground_truth),
-        "metadata": _jsonable(item.metadata),
-        "output": _jsonable(item_result.output),
-        "error": None
-        if error is None
-        else {"type": error.type, "message": error.message, "traceback": error.traceback},
-        "duration_seconds": item_result.duration,
-        "trace_id": item_result.trace_id,
-        "span_id": item_result.span_id,
-        "scores": {k: _score_dict(v) for k, v in item_result.scores.items()},
-    }
-
-
-def result_to_dict(result: EvalResult) -> dict[str, Any]:
-    """The full result as JSON-ready data (the ``--report`` file)."""
-    return {
-        "experiment": {
-            "name": result.experiment_name,
-            "id": result.experiment_id,
-            "started_at": result.started_at.isoformat(),
-            "source": result.source,
-            "trace_id": result.trace_id,
-        },
-        "verdict": result.verdict,
-        "passed": result.passed,
-        "reasons": list(result.reasons),
-        "scores": dict(result.scores),
-        "summary": result.summary,
-        "items": [_item_dict(r) for r in result.items],
-    }
 
 
 def write_report(result: EvalResult, path: str | Path) -> None:
@@ -199,7 +94,7 @@ def to_junit_xml(result: EvalResult) -> str:
             failure.text = "\n".join(_failure_lines(result, s))
         out = ET.SubElement(case, "system-out")
         out.text = (
-            f"mean={_num(s.mean)} required={_requirement(s)} scored={s.scored} "
+            f"mean={number_text(s.mean)} required={requirement_text(s)} scored={s.scored} "
             f"not_scorable={s.not_scorable} errors={s.errors} skipped={s.skipped}"
         )
     tests += 1

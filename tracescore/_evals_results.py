@@ -1,17 +1,22 @@
 """The result types of ``run_evals``: per item, per scorer, and for the whole run.
 
-Plain frozen dataclasses; ``EvalResult.to_dict()`` and ``EvalResult.table()`` render them (see
-``_evals_report``).
+Plain frozen dataclasses, and the two renderings of a result that its own methods return:
+``format_table`` (``EvalResult.table()``) and ``result_to_dict`` (``EvalResult.to_dict()``).
+They live here, not in ``_evals_report``, so that the dependency runs one way:
+``_evals_report`` (the files CI reads: the JSON report, JUnit XML) imports this module, and
+this module imports nothing of it.
 """
 
 from __future__ import annotations
 
+import json
 import traceback
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal
 
 from ._evals_data import EvalItem
+from ._serialize import to_json
 
 __all__ = [
     "EvalItemResult",
@@ -21,6 +26,8 @@ __all__ = [
     "ScorerSummary",
     "TargetError",
     "Verdict",
+    "format_table",
+    "result_to_dict",
 ]
 
 Verdict = Literal["passed", "scored", "failed"]
@@ -211,15 +218,124 @@ class EvalResult:
 
     def to_dict(self) -> dict[str, Any]:
         """The full result as JSON-ready data: what ``tracescore eval --report`` writes."""
-        from ._evals_report import result_to_dict
-
         return result_to_dict(self)
 
     def table(self) -> str:
         """A plain-text table of the scorers, the target errors and the verdict."""
-        from ._evals_report import format_table
-
         return format_table(self)
 
     def __str__(self) -> str:
         return self.table()
+
+
+def _jsonable(value: Any) -> Any:
+    # Uncapped, but safe for anything: cycles, bytes, objects that are not JSON-serialisable.
+    return json.loads(to_json(value, 0))
+
+
+def number_text(value: float | None) -> str:
+    """A mean as it appears in the table and JUnit XML: 4 decimals, or ``-`` for None."""
+    return "-" if value is None else f"{value:.4f}"
+
+
+def requirement_text(s: ScorerSummary) -> str:
+    """A scorer's requirement, e.g. ``>= 0.7``, ``<= 0.2``, ``== 1`` for a gate, or ``-``."""
+    if s.threshold is None:
+        return "-"
+    if s.gate:
+        return f"== {s.threshold:g}"
+    return f"{'>=' if s.higher_is_better else '<='} {s.threshold:g}"
+
+
+def format_table(result: EvalResult) -> str:
+    """A fixed-width table of every scorer (mean, requirement, counts, status), the target's
+    errors and the verdict with its reasons."""
+    header = ("scorer", "mean", "required", "scored", "n/s", "errors", "skipped", "status")
+    rows = [header]
+    for s in result.scorers.values():
+        rows.append(
+            (
+                f"gate {s.scorer_id}" if s.gate else s.scorer_id,
+                number_text(s.mean),
+                requirement_text(s),
+                str(s.scored),
+                str(s.not_scorable),
+                str(s.errors),
+                str(s.skipped),
+                "ok" if s.passed else "FAIL",
+            )
+        )
+    widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
+    lines = []
+    for row in rows:
+        cells = [
+            cell.ljust(width) if i in (0, 2, 7) else cell.rjust(width)
+            for i, (cell, width) in enumerate(zip(row, widths, strict=True))
+        ]
+        lines.append("  ".join(cells).rstrip())
+    total = result.summary["total_items"]
+    errors = result.summary["target_errors"]
+    lines.append("")
+    lines.append(
+        f"{total} item(s), target errors: {errors}, "
+        f"{result.summary['duration_seconds']:.2f} s — experiment {result.experiment_name!r} "
+        f"({result.experiment_id})"
+    )
+    lines.append(f"verdict: {result.verdict}")
+    lines.extend(f"  - {reason}" for reason in result.reasons)
+    return "\n".join(lines)
+
+
+def _score_dict(score: ItemScore) -> dict[str, Any]:
+    result = score.result
+    dumped = None
+    if result is not None:
+        dump = getattr(result, "model_dump", None)
+        dumped = dump(mode="json") if callable(dump) else _jsonable(result)
+    return {
+        "status": score.status,
+        "score": score.score,
+        "label": score.label,
+        "reason": score.reason,
+        "error_type": score.error_type,
+        "result": dumped,
+    }
+
+
+def _item_dict(item_result: EvalItemResult) -> dict[str, Any]:
+    item = item_result.item
+    error = item_result.error
+    return {
+        "index": item.index,
+        "id": item.id,
+        "input": _jsonable(item.input),
+        "ground_truth": _jsonable(item.ground_truth),
+        "metadata": _jsonable(item.metadata),
+        "output": _jsonable(item_result.output),
+        "error": None
+        if error is None
+        else {"type": error.type, "message": error.message, "traceback": error.traceback},
+        "duration_seconds": item_result.duration,
+        "trace_id": item_result.trace_id,
+        "span_id": item_result.span_id,
+        "scores": {k: _score_dict(v) for k, v in item_result.scores.items()},
+    }
+
+
+def result_to_dict(result: EvalResult) -> dict[str, Any]:
+    """The full result as JSON-ready data (the ``--report`` file)."""
+    return {
+        "experiment": {
+            "name": result.experiment_name,
+            "id": result.experiment_id,
+            "started_at": result.started_at.isoformat(),
+            "source": result.source,
+            "trace_id": result.trace_id,
+        },
+        "verdict": result.verdict,
+        "passed": result.passed,
+        "reasons": list(result.reasons),
+        "scores": dict(result.scores),
+        "summary": result.summary,
+        "items": [_item_dict(r) for r in result.items],
+    }
