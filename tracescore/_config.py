@@ -26,8 +26,8 @@ from opentelemetry.sdk.resources import SERVICE_NAME, Resource
 from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter
 
+from . import _env, _state
 from . import _semconv as sc
-from . import _state
 from ._errors import ConfigurationError
 from ._exporters import exporter_from_env
 from ._judge import Judge
@@ -43,17 +43,11 @@ __version__ = "0.1.0"
 KINDS = ("agent", "retrieval", "tool", "llm")
 _OI_PROJECT = "openinference.project.name"
 
-DEFAULT_SCORE_TIMEOUT = 30.0
-DEFAULT_MAX_CONCURRENCY = 8
-DEFAULT_MAX_QUEUE_SIZE = 1_000
-DEFAULT_FLUSH_TIMEOUT = 10.0
-DEFAULT_JOB_TIMEOUT = 300.0
-DEFAULT_BSP_QUEUE_SIZE = 8_192
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class ScoringRule:
-    """Which spans a scorer judges, and how often.
+    """Which spans a scorer judges, and how often. Keyword arguments only.
 
     Args:
         scorer: a scorer from ``tracescore.scorers`` (or ``create_scorer``).
@@ -95,6 +89,8 @@ class ScoringRule:
 
     Raises:
         ConfigurationError: an argument is out of range or of the wrong type.
+        TypeError: an argument was passed by position (14 fields make positions unreadable
+            and fragile when a field is added).
 
     Example:
         >>> tracescore.ScoringRule(scorer=create_answer_relevancy_scorer(), on="agent",
@@ -327,42 +323,51 @@ class Tracescore:
         self.processor.shutdown(ms)
 
 
-def _env_number(name: str, default: float, integer: bool = False) -> float:
-    """A positive, finite number from the environment; anything else logs a warning and
-    falls back to ``default``."""
-    raw = os.environ.get(name, "").strip()
-    if not raw:
-        return default
-    try:
-        value = float(raw)
-    except ValueError:
-        value = math.nan
-    if not (math.isfinite(value) and value > 0 and (not integer or value == int(value))):
-        logger.warning("tracescore: ignoring %s=%r (not a positive finite %s); using %s",
-                       name, raw, "integer" if integer else "number", default)
-        return default
-    return value
+@dataclass(frozen=True)
+class _ExportSettings:
+    """Where spans come from and go: the provider and the export processor's exporter."""
+
+    service_name: str | None
+    tracer_provider: TracerProvider | None
+    exporter: SpanExporter | None  # None: chosen from the environment
+    export: bool  # False: ``exporter=False``, nothing is exported
 
 
-def _env_bool(name: str) -> bool | None:
-    raw = os.environ.get(name, "").strip().lower()
-    if not raw:
-        return None
-    if raw in ("1", "true", "yes", "on"):
-        return True
-    if raw in ("0", "false", "no", "off"):
-        return False
-    logger.warning("tracescore: ignoring %s=%r (expected true or false)", name, raw)
-    return None
+@dataclass(frozen=True)
+class _ContentSettings:
+    """What the decorators put on spans; published to ``_state`` for their hot path."""
+
+    capture: bool
+    max_length: int
+    disabled: bool
 
 
-def _positive(name: str, value: Any, env: str, default: float, integer: bool = False) -> Any:
+@dataclass(frozen=True)
+class _ScoringSettings:
+    """The scoring engine: rules, judge, limits and deadlines."""
+
+    rules: tuple[ScoringRule, ...]
+    judge: Judge | None
+    score_timeout: float
+    max_concurrency: int
+    max_queue_size: int
+    max_held_spans: int | None
+    flush_timeout: float
+    job_timeout: float
+    on_score: Callable[[ScoreEvent], Any] | None
+    meter_provider: Any
+    logger_provider: Any
+
+
+def _positive(name: str, value: Any, from_env: Callable[[], Any], integer: bool = False) -> Any:
+    """An explicit positive number, checked; ``None`` takes the environment's (or default)."""
     if value is None:
-        result = _env_number(env, default, integer)
-        return int(result) if integer else result
+        return from_env()
     if (
-        isinstance(value, bool) or not isinstance(value, (int, float))
-        or not math.isfinite(value) or value <= 0
+        isinstance(value, bool)
+        or not isinstance(value, (int, float))
+        or not math.isfinite(value)
+        or value <= 0
     ):
         raise ConfigurationError(f"configure({name}={value!r}) takes a positive, finite number")
     if integer and int(value) != value:
@@ -372,7 +377,7 @@ def _positive(name: str, value: Any, env: str, default: float, integer: bool = F
 
 def _resolve_judge(judge: Any) -> Judge | None:
     if judge is None:
-        model = _state.env_judge_model()
+        model = _env.judge_model()
         return Judge(model) if model else None
     if isinstance(judge, Judge):
         return judge
@@ -382,6 +387,214 @@ def _resolve_judge(judge: Any) -> Judge | None:
         "configure(judge=...) takes a litellm model string such as 'openai/gpt-4o-mini' or a "
         "tracescore.Judge(...)"
     )
+
+
+def _resolve_export(service_name: Any, tracer_provider: Any, exporter: Any) -> _ExportSettings:
+    if service_name is not None and (not isinstance(service_name, str) or not service_name):
+        raise ConfigurationError("configure(service_name=...) takes a non-empty string")
+    if tracer_provider is not None and not isinstance(tracer_provider, TracerProvider):
+        raise ConfigurationError(
+            "configure(tracer_provider=...) takes an opentelemetry.sdk.trace.TracerProvider"
+        )
+    if exporter is not None and exporter is not False and not isinstance(exporter, SpanExporter):
+        raise ConfigurationError(
+            "configure(exporter=...) takes an OTel SpanExporter, False, or nothing"
+        )
+    return _ExportSettings(
+        service_name=service_name,
+        tracer_provider=tracer_provider,
+        exporter=exporter or None,
+        export=exporter is not False,
+    )
+
+
+def _resolve_content(capture_content: Any, max_content_length: Any) -> _ContentSettings:
+    if capture_content is not None and not isinstance(capture_content, bool):
+        raise ConfigurationError("configure(capture_content=...) takes True or False")
+    return _ContentSettings(
+        capture=_env.capture_content() if capture_content is None else capture_content,
+        max_length=_positive(
+            "max_content_length", max_content_length, _env.max_content_length, integer=True
+        ),
+        disabled=_env.disabled(),
+    )
+
+
+def _resolve_scoring(
+    *,
+    scoring: Any,
+    judge: Any,
+    score_timeout: Any,
+    max_concurrency: Any,
+    max_queue_size: Any,
+    max_held_spans: Any,
+    flush_timeout: Any,
+    job_timeout: Any,
+    on_score: Any,
+    meter_provider: Any,
+    logger_provider: Any,
+) -> _ScoringSettings:
+    rules = tuple(scoring or ())
+    for rule in rules:
+        if not isinstance(rule, ScoringRule):
+            raise ConfigurationError(
+                f"configure(scoring=[...]) takes ScoringRule objects, got {type(rule).__name__}"
+            )
+    if on_score is not None and not callable(on_score):
+        raise ConfigurationError("configure(on_score=...) takes a callable")
+    return _ScoringSettings(
+        rules=rules,
+        judge=_resolve_judge(judge),
+        score_timeout=_positive("score_timeout", score_timeout, _env.score_timeout),
+        max_concurrency=_positive(
+            "max_concurrency", max_concurrency, _env.max_concurrency, integer=True
+        ),
+        max_queue_size=_positive(
+            "max_queue_size", max_queue_size, _env.max_queue_size, integer=True
+        ),
+        # Each held span waits on at least one queued job, so the queue bounds held spans
+        # already; a cap of its own (None: none) only matters when it is smaller.
+        max_held_spans=_positive(
+            "max_held_spans", max_held_spans, _env.max_held_spans, integer=True
+        ),
+        flush_timeout=_positive("flush_timeout", flush_timeout, _env.flush_timeout),
+        job_timeout=_positive("job_timeout", job_timeout, _env.job_timeout),
+        on_score=on_score,
+        meter_provider=meter_provider,
+        logger_provider=logger_provider,
+    )
+
+
+def _build_export(settings: _ExportSettings) -> tuple[SpanProcessor | None, str]:
+    """The batch export processor (None with ``exporter=False``) and where it sends spans."""
+    if not settings.export:
+        return None, "none"
+    if settings.exporter is None:
+        chosen, description = exporter_from_env()
+    else:
+        chosen = settings.exporter
+        description = f"custom exporter {type(chosen).__name__}"
+    bsp_kwargs: dict[str, Any] = {}
+    if not _env.bsp_max_queue_size_set():
+        # The SDK default (2,048) silently drops spans under bursts.
+        bsp_kwargs["max_queue_size"] = _env.DEFAULT_BSP_QUEUE_SIZE
+    return BatchSpanProcessor(chosen, **bsp_kwargs), description
+
+
+def _provider_for(settings: _ExportSettings) -> TracerProvider:
+    """The user's provider, or ours (reused while its resource is unchanged). Holds the lock."""
+    global _owned_provider
+    if settings.tracer_provider is not None:
+        return settings.tracer_provider
+    attrs: dict[str, Any] = {}
+    if settings.service_name is not None:
+        attrs[SERVICE_NAME] = settings.service_name
+    resource = Resource.create(attrs)
+    named = settings.service_name is not None or _env.service_name() is not None
+    if named and _OI_PROJECT not in resource.attributes:
+        # Phoenix files traces under this resource attribute, not service.name.
+        name = resource.attributes.get(SERVICE_NAME)
+        resource = resource.merge(Resource({_OI_PROJECT: str(name)}))
+    if _owned_provider is not None and _owned_provider.resource == resource:
+        return _owned_provider
+    provider = TracerProvider(resource=resource)
+    _owned_provider = provider
+    if isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider):
+        trace.set_tracer_provider(provider)
+    return provider
+
+
+def _switch_for(provider: TracerProvider) -> _SwitchProcessor:
+    switch = _switches.get(provider)
+    if switch is None:
+        switch = _SwitchProcessor()
+        provider.add_span_processor(switch)
+        _switches[provider] = switch
+    return switch
+
+
+# --- Scoring engine wiring ---------------------------------------------------------------------
+# The one place that constructs the processor, worker and telemetry from resolved settings; the
+# engine's owners rewire it when its constructors change.
+
+
+def _build_scoring(
+    settings: _ScoringSettings, export_processor: SpanProcessor | None
+) -> tuple[ScoringSpanProcessor, Telemetry]:
+    compiled = [rule.compile() for rule in settings.rules]
+    worker = BackgroundWorker(settings.max_concurrency, settings.max_queue_size)
+    # The gauges read the processor, which needs the telemetry first.
+    holder: list[ScoringSpanProcessor] = []
+    telemetry = Telemetry(
+        meter_provider=settings.meter_provider,
+        logger_provider=settings.logger_provider,
+        queue_size=lambda: holder[0].pending_jobs() if holder else 0,
+        held_spans=lambda: holder[0].held_spans() if holder else 0,
+        version=__version__,
+    )
+    processor = ScoringSpanProcessor(
+        export_processor,
+        compiled,
+        worker,
+        score_timeout=settings.score_timeout,
+        on_score=settings.on_score,
+        flush_timeout=settings.flush_timeout,
+        max_held_spans=settings.max_held_spans,
+        telemetry=telemetry,
+        job_timeout=settings.job_timeout,
+    )
+    holder.append(processor)
+    return processor, telemetry
+
+
+# --- End of scoring engine wiring --------------------------------------------------------------
+
+
+def _publish(
+    content: _ContentSettings,
+    scoring: _ScoringSettings,
+    provider: TracerProvider,
+    processor: ScoringSpanProcessor,
+    telemetry: Telemetry,
+) -> None:
+    """Hand the new configuration to the decorators and the judge (plain attribute writes)."""
+    _state.default_judge = scoring.judge
+    _state.capture_content = content.capture
+    _state.max_content_length = content.max_length
+    _state.tracer = provider.get_tracer(sc.INSTRUMENTATION_SCOPE, __version__)
+    _state.payload_sink = processor if scoring.rules else None
+    _state.telemetry = telemetry
+    _state.disabled = content.disabled
+
+
+def _register_exit_hooks() -> None:
+    global _atexit_registered
+    if _atexit_registered:
+        return
+    atexit.register(_at_exit)
+    # threading's exit hooks run before atexit's, and among them the one that stops every
+    # ThreadPoolExecutor (asyncio's default executor included): judge calls still pending at
+    # exit need it, so flush from a threading hook registered after it. That hook runs before
+    # the non-daemon threads are joined, which may still end spans: it only flushes, and the
+    # atexit hook (after the joins) shuts down.
+    register = getattr(threading, "_register_atexit", None)
+    if register is not None:
+        with contextlib.suppress(RuntimeError):  # interpreter already shutting down
+            register(_flush_at_exit)
+    _atexit_registered = True
+
+
+def _retire(previous: Tracescore | None) -> None:
+    # Only once the new processor is in place: spans ending meanwhile reach it instead of an
+    # export processor that is shutting down.
+    if previous is None:
+        return
+    try:
+        previous.shutdown(int(min(previous.flush_timeout, 5.0) * 1000))
+    except Exception:
+        logger.warning(
+            "tracescore: shutting down the previous configuration failed", exc_info=True
+        )
 
 
 def configure(
@@ -470,148 +683,45 @@ def configure(
         ...                                     on="agent", sample_rate=0.1)],
         ... )
     """
-    global _current, _owned_provider, _atexit_registered
+    global _current
 
-    if service_name is not None and (not isinstance(service_name, str) or not service_name):
-        raise ConfigurationError("configure(service_name=...) takes a non-empty string")
-    rules = list(scoring or [])
-    for rule in rules:
-        if not isinstance(rule, ScoringRule):
-            raise ConfigurationError(
-                f"configure(scoring=[...]) takes ScoringRule objects, got {type(rule).__name__}"
-            )
-    if tracer_provider is not None and not isinstance(tracer_provider, TracerProvider):
-        raise ConfigurationError(
-            "configure(tracer_provider=...) takes an opentelemetry.sdk.trace.TracerProvider"
-        )
-    if exporter is not None and exporter is not False and not isinstance(exporter, SpanExporter):
-        raise ConfigurationError(
-            "configure(exporter=...) takes an OTel SpanExporter, False, or nothing"
-        )
-    if on_score is not None and not callable(on_score):
-        raise ConfigurationError("configure(on_score=...) takes a callable")
-    judge_obj = _resolve_judge(judge)
-    timeout = _positive("score_timeout", score_timeout, "TRACESCORE_SCORE_TIMEOUT",
-                        DEFAULT_SCORE_TIMEOUT)
-    concurrency = _positive("max_concurrency", max_concurrency, "TRACESCORE_MAX_CONCURRENCY",
-                            DEFAULT_MAX_CONCURRENCY, integer=True)
-    queue_size = _positive("max_queue_size", max_queue_size, "TRACESCORE_MAX_QUEUE_SIZE",
-                           DEFAULT_MAX_QUEUE_SIZE, integer=True)
-    flush = _positive("flush_timeout", flush_timeout, "TRACESCORE_FLUSH_TIMEOUT",
-                      DEFAULT_FLUSH_TIMEOUT)
-    job_limit = _positive("job_timeout", job_timeout, "TRACESCORE_JOB_TIMEOUT",
-                          DEFAULT_JOB_TIMEOUT)
-    # Each held span waits on at least one queued job, so the queue bounds held spans already;
-    # a separate cap only matters when it is smaller.
-    held_cap = None
-    if max_held_spans is not None or os.environ.get("TRACESCORE_MAX_HELD_SPANS", "").strip():
-        held_cap = _positive("max_held_spans", max_held_spans, "TRACESCORE_MAX_HELD_SPANS",
-                             queue_size, integer=True)
-    content_len = _positive("max_content_length", max_content_length,
-                            "TRACESCORE_MAX_CONTENT_LENGTH", 16_384, integer=True)
-    if capture_content is None:
-        env_capture = _env_bool("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT")
-        capture = True if env_capture is None else env_capture
-    elif isinstance(capture_content, bool):
-        capture = capture_content
-    else:
-        raise ConfigurationError("configure(capture_content=...) takes True or False")
-
-    if exporter is False:
-        export_processor: SpanProcessor | None = None
-        description = "none"
-    else:
-        if exporter is None:
-            chosen, description = exporter_from_env()
-        else:
-            chosen, description = exporter, f"custom exporter {type(exporter).__name__}"
-        bsp_kwargs: dict[str, Any] = {}
-        if not os.environ.get("OTEL_BSP_MAX_QUEUE_SIZE"):
-            # The SDK default (2,048) silently drops spans under bursts.
-            bsp_kwargs["max_queue_size"] = DEFAULT_BSP_QUEUE_SIZE
-        export_processor = BatchSpanProcessor(chosen, **bsp_kwargs)
+    export = _resolve_export(service_name, tracer_provider, exporter)
+    content = _resolve_content(capture_content, max_content_length)
+    scoring_settings = _resolve_scoring(
+        scoring=scoring,
+        judge=judge,
+        score_timeout=score_timeout,
+        max_concurrency=max_concurrency,
+        max_queue_size=max_queue_size,
+        max_held_spans=max_held_spans,
+        flush_timeout=flush_timeout,
+        job_timeout=job_timeout,
+        on_score=on_score,
+        meter_provider=meter_provider,
+        logger_provider=logger_provider,
+    )
+    export_processor, description = _build_export(export)
 
     with _config_lock:
         previous = _current
         if previous is not None:
             _state.payload_sink = None
-
-        if tracer_provider is not None:
-            provider = tracer_provider
-        else:
-            attrs: dict[str, Any] = {}
-            if service_name is not None:
-                attrs[SERVICE_NAME] = service_name
-            resource = Resource.create(attrs)
-            named = service_name is not None or bool(os.environ.get("OTEL_SERVICE_NAME"))
-            if named and _OI_PROJECT not in resource.attributes:
-                # Phoenix files traces under this resource attribute, not service.name.
-                name = resource.attributes.get(SERVICE_NAME)
-                resource = resource.merge(Resource({_OI_PROJECT: str(name)}))
-            if _owned_provider is not None and _owned_provider.resource == resource:
-                provider = _owned_provider
-            else:
-                provider = TracerProvider(resource=resource)
-                _owned_provider = provider
-                if isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider):
-                    trace.set_tracer_provider(provider)
-        switch = _switches.get(provider)
-        if switch is None:
-            switch = _SwitchProcessor()
-            provider.add_span_processor(switch)
-            _switches[provider] = switch
-
-        compiled = [rule.compile() for rule in rules]
-        worker = BackgroundWorker(concurrency, queue_size)
-        holder: list[ScoringSpanProcessor] = []
-        telemetry = Telemetry(
-            meter_provider=meter_provider,
-            logger_provider=logger_provider,
-            queue_size=lambda: holder[0].pending_jobs() if holder else 0,
-            held_spans=lambda: holder[0].held_spans() if holder else 0,
-            version=__version__,
-        )
-        processor = ScoringSpanProcessor(
-            export_processor, compiled, worker, score_timeout=timeout, on_score=on_score,
-            flush_timeout=flush, max_held_spans=held_cap, telemetry=telemetry,
-            job_timeout=job_limit,
-        )
-        holder.append(processor)
-        switch.target = processor
-
-        _state.default_judge = judge_obj
-        _state.capture_content = capture
-        _state.max_content_length = content_len
-        _state.tracer = provider.get_tracer(sc.INSTRUMENTATION_SCOPE, __version__)
-        _state.payload_sink = processor if compiled else None
-        _state.telemetry = telemetry
-        _state.disabled = _env_bool("TRACESCORE_DISABLED") is True
+        provider = _provider_for(export)
+        processor, telemetry = _build_scoring(scoring_settings, export_processor)
+        _switch_for(provider).target = processor
+        _publish(content, scoring_settings, provider, processor, telemetry)
+        rules = scoring_settings.rules
         if any(getattr(rule.scorer, "uses_judge", False) for rule in rules):
-            _preload_judge(_wants_judge_process(judge_obj, rules))
-        instance = Tracescore(provider, processor, description, rules, flush)
+            _preload_judge(_wants_judge_process(scoring_settings.judge, rules))
+        instance = Tracescore(
+            provider, processor, description, rules, scoring_settings.flush_timeout
+        )
         _current = instance
-        if not _atexit_registered:
-            atexit.register(_at_exit)
-            # threading's exit hooks run before atexit's, and among them the one that stops
-            # every ThreadPoolExecutor (asyncio's default executor included): judge calls still
-            # pending at exit need it, so flush from a threading hook registered after it.
-            # That hook runs before the non-daemon threads are joined, which may still end
-            # spans: it only flushes, and the atexit hook (after the joins) shuts down.
-            register = getattr(threading, "_register_atexit", None)
-            if register is not None:
-                with contextlib.suppress(RuntimeError):  # interpreter already shutting down
-                    register(_flush_at_exit)
-            _atexit_registered = True
-        if previous is not None:
-            # Only now, with the new processor in place: spans ending meanwhile reach it
-            # instead of an export processor that is shutting down.
-            try:
-                previous.shutdown(int(min(previous.flush_timeout, 5.0) * 1000))
-            except Exception:
-                logger.warning("tracescore: shutting down the previous configuration failed",
-                               exc_info=True)
-    logger.debug("tracescore configured: export to %s, %d scoring rule(s)", description,
-                 len(rules))
+        _register_exit_hooks()
+        _retire(previous)
+    logger.debug(
+        "tracescore configured: export to %s, %d scoring rule(s)", description, len(rules)
+    )
     return instance
 
 
@@ -625,8 +735,7 @@ def _wants_judge_process(default: Judge | None, rules: Sequence[ScoringRule]) ->
     if any(isinstance(j, Judge) and j.out_of_process for j in judges):
         return True
     # A model string (or no model) becomes a Judge at run time, which reads the env var.
-    return any(not isinstance(j, Judge) for j in judges[:-1]) and _env_bool(
-        "TRACESCORE_JUDGE_OUT_OF_PROCESS") is True
+    return _env.judge_out_of_process() and any(not isinstance(j, Judge) for j in judges[:-1])
 
 
 def _preload_judge(process: bool = False) -> None:
@@ -665,7 +774,7 @@ def force_flush(timeout_millis: int | None = None) -> bool:
 
     Args:
         timeout_millis: the deadline in milliseconds; default ``flush_timeout`` of
-            ``configure()`` (``TRACESCORE_FLUSH_TIMEOUT``, 10 s).
+            ``configure()`` (``TRACESCORE_FLUSH_TIMEOUT``, else 10 s).
 
     Returns:
         True when every pending score came in and everything was exported in time; False when

@@ -19,9 +19,11 @@ from typing import Any
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
+from . import _env
+
 logger = logging.getLogger("tracescore")
 
-DEFAULT_EXPORT_FILE = "tracescore-traces.jsonl"
+DEFAULT_EXPORT_FILE = _env.DEFAULT_EXPORT_FILE
 _ID_KEYS = ("traceId", "spanId", "parentSpanId")
 
 
@@ -63,7 +65,7 @@ class FileSpanExporter(SpanExporter):
     """
 
     def __init__(self, path: str | os.PathLike[str] | None = None) -> None:
-        chosen = path or os.environ.get("TRACESCORE_EXPORT_FILE") or DEFAULT_EXPORT_FILE
+        chosen = path or _env.export_file()
         self.path = Path(chosen)
         self._lock = threading.Lock()
         self._closed = False
@@ -89,14 +91,6 @@ class FileSpanExporter(SpanExporter):
         return True
 
 
-def _env(*names: str) -> str | None:
-    for name in names:
-        value = os.environ.get(name, "").strip()
-        if value:
-            return value
-    return None
-
-
 def exporter_from_env() -> tuple[SpanExporter, str]:
     """Pick the exporter the standard OTel environment asks for.
 
@@ -108,23 +102,17 @@ def exporter_from_env() -> tuple[SpanExporter, str]:
     Returns:
         The exporter and a short description of where spans go (for logs and the demo).
     """
-    endpoint = _env("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT")
+    endpoint = _env.otlp_traces_endpoint()
     if endpoint is None:
         exporter = FileSpanExporter()
         return exporter, f"file {exporter.path}"
-    protocol = (
-        _env("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "OTEL_EXPORTER_OTLP_PROTOCOL")
-        or "http/protobuf"
-    ).lower()
-    if protocol == "grpc":
+    # An unsupported protocol (http/json) has already warned and become http/protobuf.
+    if _env.otlp_traces_protocol() == "grpc":
         from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import (
             OTLPSpanExporter as GrpcExporter,
         )
 
         return GrpcExporter(), f"OTLP grpc {endpoint}"
-    if protocol != "http/protobuf":
-        logger.warning("tracescore: OTLP protocol %r is not supported; using http/protobuf",
-                       protocol)
     from opentelemetry.exporter.otlp.proto.http.trace_exporter import (
         OTLPSpanExporter as HttpExporter,
     )
