@@ -30,6 +30,7 @@ from pydantic import BaseModel, ConfigDict
 
 from tracescore._errors import ConfigurationError, ScorerError, ScoringError
 from tracescore._judge import Judge, JudgeReply, check_model_spec, resolve_judge, run_blocking
+from tracescore._scorer import Scorer as ScorerProtocol
 from tracescore.scorers._prompt import DATA_NOTICE, data_block, data_blocks
 from tracescore.scorers._rounding import round_half_up
 from tracescore.scorers._text import (
@@ -306,18 +307,21 @@ class _Accounting:
             self.cost = None if reply.cost is None else self.cost + reply.cost
 
 
-class Scorer:
+class Scorer(ScorerProtocol):
     """A scorer: runs its steps on one (input, output, ground truth, context) and scores it.
 
     Build one with ``create_scorer`` or a prebuilt factory such as
     ``create_answer_relevancy_scorer``; the constructor takes the same arguments as
-    ``create_scorer``.
+    ``create_scorer``. It implements ``tracescore._scorer.Scorer``, the protocol the scoring
+    engine uses, explicitly (so a type checker holds the two together).
 
     Attributes:
         id: the scorer id, recorded as ``gen_ai.evaluation.name``.
         description: one line saying what is scored.
         uses_judge: whether any step calls the LLM judge.
         uses_context: whether the scorer judges context pieces.
+        uses_tool_calls: whether the scorer judges tool calls (``"tool_calls"`` in
+            ``requires``).
         requires_ground_truth: whether a ground truth is needed.
         higher_is_better: ``False`` for scores such as hallucination.
         has_own_context: the scorer got ``context=`` or ``context_extractor=`` itself.
