@@ -178,6 +178,89 @@ def test_verdict_count_mismatch_is_invalid_after_one_repair(
     assert judge_server.schema_names == ["context_precision_verdicts"] * 2
 
 
+def indexed(*pairs: tuple[int, str]) -> dict[str, Any]:
+    """Verdicts in the order given, each with its own context_index."""
+    return {
+        "verdicts": [{"context_index": i, "verdict": v, "reason": f"piece {i}"} for i, v in pairs]
+    }
+
+
+def test_verdicts_out_of_order_are_scored_in_context_order(
+    judge_server: JudgeServer, judge: Judge
+) -> None:
+    # By context index the verdicts are [yes, no, no, yes]: MAP = (1/1 + 2/4) / 2 = 0.75, which
+    # is what Mastra gives (it sorts by context_index). Read in the order received,
+    # [no, yes, yes, no], they would give (1/2 + 2/3) / 2 = 0.583 -> 0.58.
+    script(judge_server, indexed((1, "no"), (0, "yes"), (3, "yes"), (2, "no")))
+
+    result = create_context_precision_scorer(model=judge, context=CONTEXT).run(
+        input=QUESTION, output=ANSWER
+    )
+
+    assert result.score == 0.75
+    assert judge_server.schema_names == ["context_precision_verdicts", "context_precision_reason"]
+    # The reason step sees the verdicts in context order.
+    reason_prompt = result.generate_reason_prompt or ""
+    assert [reason_prompt.index(f"piece {i}") for i in range(4)] == sorted(
+        reason_prompt.index(f"piece {i}") for i in range(4)
+    )
+
+
+@pytest.mark.parametrize(
+    ("pairs", "message"),
+    [
+        (((0, "yes"), (1, "no"), (1, "yes"), (3, "no")), "context_index 1 appears twice"),
+        (((0, "yes"), (1, "no"), (2, "yes"), (4, "no")), "context_index 4 is out of range"),
+        (((0, "yes"), (1, "no"), (2, "yes"), (-1, "no")), "context_index -1 is out of range"),
+    ],
+    ids=["duplicate", "out-of-range", "negative"],
+)
+def test_bad_context_indices_are_invalid_after_one_repair(
+    judge_server: JudgeServer, judge: Judge, pairs: tuple[tuple[int, str], ...], message: str
+) -> None:
+    script(judge_server, indexed(*pairs))
+
+    with pytest.raises(InvalidJudgeOutputError) as info:
+        create_context_precision_scorer(model=judge, context=CONTEXT).run(
+            input=QUESTION, output=ANSWER
+        )
+
+    assert info.value.error_type == "invalid_judge_output"
+    assert message in str(info.value)
+    assert judge_server.schema_names == ["context_precision_verdicts"] * 2
+
+
+def test_missing_context_index_is_invalid_after_one_repair(
+    judge_server: JudgeServer, judge: Judge
+) -> None:
+    answer = verdicts("yes", "no", "yes", "no")
+    del answer["verdicts"][2]["context_index"]
+    script(judge_server, answer)
+
+    with pytest.raises(InvalidJudgeOutputError):
+        create_context_precision_scorer(model=judge, context=CONTEXT).run(
+            input=QUESTION, output=ANSWER
+        )
+
+    assert judge_server.schema_names == ["context_precision_verdicts"] * 2
+
+
+def test_a_repaired_answer_is_scored(judge_server: JudgeServer, judge: Judge) -> None:
+    script(
+        judge_server,
+        [indexed((0, "yes"), (0, "no"), (2, "yes"), (3, "no")), verdicts("yes", "no", "yes", "no")],
+    )
+
+    result = create_context_precision_scorer(model=judge, context=CONTEXT).run(
+        input=QUESTION, output=ANSWER
+    )
+
+    assert result.score == 0.83
+    assert judge_server.schema_names == ["context_precision_verdicts"] * 2 + [
+        "context_precision_reason"
+    ]
+
+
 def test_failing_extractor_is_a_scorer_error(judge_server: JudgeServer, judge: Judge) -> None:
     def extractor(input: Any, output: Any) -> list[str]:
         raise KeyError("documents")

@@ -7,7 +7,7 @@ Precision); prompts and code are tracescore's own.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from pydantic import BaseModel, Field
@@ -26,7 +26,12 @@ from tracescore.scorers._common import Reason, check_count, context_options
 from tracescore.scorers._prompt import data_block, data_blocks
 from tracescore.scorers._verdicts import YesNo
 
-__all__ = ["create_context_precision_scorer", "mean_average_precision"]
+__all__ = [
+    "check_context_indices",
+    "create_context_precision_scorer",
+    "in_context_order",
+    "mean_average_precision",
+]
 
 SCORER_ID = "context-precision"
 
@@ -94,6 +99,55 @@ def mean_average_precision(verdicts: Sequence[str]) -> float:
     return total / relevant if relevant else 0.0
 
 
+def check_context_indices(indices: Sequence[int], pieces: int) -> None:
+    """A validator's check, after the count check: the verdicts' ``context_index`` values are
+    ``0 .. pieces - 1``, each exactly once (in any order).
+
+    MAP depends on the position of each verdict, so a verdict must say which piece it is about:
+    the verdicts are scored in ``context_index`` order, not in the order the judge wrote them.
+    A duplicate, missing or out-of-range index makes that order undefined.
+
+    Args:
+        indices: the ``context_index`` of each verdict, in the order received.
+        pieces: the number of context pieces judged.
+
+    Raises:
+        ValueError: an index is out of range or appears twice (the judge is then asked once
+            more, with the schema in the prompt, before ``InvalidJudgeOutputError``).
+
+    Example:
+        >>> check_context_indices([2, 0, 1], 3)
+    """
+    seen: set[int] = set()
+    for index in indices:
+        if not 0 <= index < pieces:
+            raise ValueError(
+                f"context_index {index} is out of range: the {pieces} context pieces have "
+                f"indices 0 to {pieces - 1}; give one verdict per piece"
+            )
+        if index in seen:
+            raise ValueError(
+                f"context_index {index} appears twice: give exactly one verdict per context "
+                f"piece, with indices 0 to {pieces - 1}"
+            )
+        seen.add(index)
+    # No missing-index check: after the count check, in range and no duplicate imply it.
+
+
+def in_context_order(verdicts: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """The verdicts sorted by ``context_index`` (checked by ``check_context_indices``).
+
+    The judge is asked for the verdicts in order but may not give them so; Mastra's scorer
+    sorts by ``context_index`` as well before computing MAP.
+
+    Example:
+        >>> [v["context_index"] for v in in_context_order([{"context_index": 1},
+        ...                                                {"context_index": 0}])]
+        [0, 1]
+    """
+    return sorted(verdicts, key=lambda verdict: int(verdict["context_index"]))
+
+
 def create_context_precision_scorer(
     *,
     model: str | Judge | None = None,
@@ -106,11 +160,15 @@ def create_context_precision_scorer(
 
     Two judge calls: each context piece, in order, is judged useful (``yes``) or not (``no``)
     for producing the output given the input (``analyze_step_result``:
-    ``{"verdicts": [{"context_index", "verdict", "reason"}]}``, one per piece, in order); then a
-    reason is written (one call with ``reason="inline"``).
+    ``{"verdicts": [{"context_index", "verdict", "reason"}]}``, one per piece, as the judge
+    answered); then a reason is written (one call with ``reason="inline"``).
 
-    Score: ``mean_average_precision(verdicts) * scale``, rounded to 2 decimals half up; the
-    seed's example ``[yes, no, yes, no]`` gives (1 + 2/3) / 2 = 0.83.
+    Score: ``mean_average_precision(verdicts) * scale`` with the verdicts taken in
+    ``context_index`` order (as Mastra does), whatever order the judge wrote them in; rounded
+    to 2 decimals half up. The seed's example ``[yes, no, yes, no]`` gives (1 + 2/3) / 2 = 0.83.
+    A verdict count other than the number of pieces, or a ``context_index`` that is missing,
+    repeated or out of range, is invalid judge output: one repair retry, then
+    ``InvalidJudgeOutputError`` (``error.type=invalid_judge_output``).
 
     Context: ``context_extractor(input, output)`` wins over ``context=``, which wins over
     ``run(context=...)``; in a ``ScoringRule`` without either, the documents of the trace's
@@ -134,6 +192,7 @@ def create_context_precision_scorer(
     Raises:
         ConfigurationError: ``context`` is not a list, ``context_extractor`` is not callable,
             ``scale`` is out of range or ``model`` is invalid.
+        InvalidJudgeOutputError: from ``run()``, see above.
 
     Example:
         >>> scorer = create_context_precision_scorer(
@@ -164,16 +223,19 @@ def create_context_precision_scorer(
         )
 
     def check_verdicts(parsed: ContextVerdicts, run: ScorerRun) -> None:
-        check_count(parsed.verdicts, len(run.context or []), "verdicts", "context piece")
+        pieces = len(run.context or [])
+        check_count(parsed.verdicts, pieces, "verdicts", "context piece")
+        check_context_indices([v.context_index for v in parsed.verdicts], pieces)
 
     def score(run: ScorerRun) -> float:
         assert run.analyze_result is not None
-        verdicts = [v["verdict"] for v in run.analyze_result["verdicts"]]
+        verdicts = [v["verdict"] for v in in_context_order(run.analyze_result["verdicts"])]
         return mean_average_precision(verdicts) * run.scale
 
     def reason_prompt(run: ScorerRun) -> str:
         assert run.analyze_result is not None
-        verdicts = json.dumps(run.analyze_result["verdicts"], ensure_ascii=False, indent=1)
+        ordered = in_context_order(run.analyze_result["verdicts"])
+        verdicts = json.dumps(ordered, ensure_ascii=False, indent=1)
         return (
             f"{data_block('question', run.input_text)}\n\n"
             f"{data_block('answer', run.output_text)}\n\n"
