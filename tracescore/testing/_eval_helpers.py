@@ -1,38 +1,13 @@
-"""pytest helpers for evaluations: ``assert_passed`` and the ``tracescore_evals`` fixture.
-
-A test reads::
-
-    from tracescore.testing import assert_passed
-
-    def test_answers_are_good():
-        result = tracescore.run_evals(data="evals/faq.jsonl", scorers=[...], target=answer)
-        assert_passed(result)      # on failure: the per-scorer table and the reasons
-
-or, with the fixture (which also turns the progress bar off and records each run's verdict
-and means as ``user_properties`` of the test, which pytest's ``--junitxml`` writes out)::
-
-    from tracescore.testing import tracescore_evals  # noqa: F401  (makes the fixture visible)
-
-    def test_answers_are_good(tracescore_evals):
-        result = tracescore_evals.run(data=..., scorers=[...], target=answer)
-        tracescore_evals.assert_passed(result)
-
-The fixture becomes visible to every test of a project with ``pytest_plugins =
-["tracescore.testing"]`` in the root ``conftest.py``, or to one module by importing it as above.
-Importing this module does not import litellm; the fixture needs pytest (the helpers do not).
-"""
+"""Evaluation helpers for tests: ``assert_passed`` and ``EvalRunner`` (the ``tracescore_evals``
+fixture's object). They work without pytest."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from ._evals import EvalResult, arun_evals, run_evals
+from .._evals import EvalResult, arun_evals, run_evals
 
-if TYPE_CHECKING:
-    import pytest
-
-__all__ = ["EvalRunner", "assert_passed", "failure_message", "tracescore_evals"]
+__all__ = ["EvalRunner", "assert_passed", "failure_message"]
 
 
 def failure_message(result: EvalResult) -> str:
@@ -127,14 +102,3 @@ class EvalRunner:
         """See ``tracescore.testing.assert_passed``."""
         assert_passed(result, allow_scored=allow_scored)
 
-
-try:
-    import pytest as _pytest
-except ImportError:  # the helpers above work without pytest
-    pass
-else:
-
-    @_pytest.fixture
-    def tracescore_evals(request: pytest.FixtureRequest) -> Iterator[EvalRunner]:
-        """An ``EvalRunner``: ``tracescore_evals.run(data=..., scorers=..., target=...)``."""
-        yield EvalRunner(request.node)

@@ -1,0 +1,65 @@
+"""Testing kit: check what your agent's spans and scores look like, without a real model.
+
+* ``InMemoryScoreExporter``: a ``SpanExporter`` keeping spans in memory, with readers for their
+  ``gen_ai.evaluation.result`` events, scores by scorer id, and spans as plain dicts.
+* ``ScriptedJudge``: a real OpenAI chat-completions server on loopback, scripted per
+  structured-output schema or prompt text, recording every request; ``make_judge`` points a
+  ``tracescore.Judge`` at it (litellm reaches it over HTTP, so the whole path runs).
+* ``SequentialIdGenerator``: trace and span ids 1, 2, 3, ..., for whole-span comparisons.
+* ``CaptureScores``: all three wired into ``tracescore.configure`` for one test.
+* pytest fixtures, loaded automatically when tracescore is installed (entry point
+  ``pytest11``): ``capscore`` (a ``CaptureScores``), ``scripted_judge`` and
+  ``tracescore_evals`` (an ``EvalRunner``).
+* ``assert_passed``: an evaluation passed, or an assertion message with the per-scorer table.
+
+Example:
+    >>> def test_answer_is_scored(capscore):
+    ...     capscore.judge.route("answer_relevancy_statements", {"statements": ["Paris."]})
+    ...     capscore.judge.route("answer_relevancy_verdicts",
+    ...                          {"results": [{"result": "yes", "reason": "on topic"}]})
+    ...     capscore.judge.route("answer_relevancy_reason", {"reason": "Direct."})
+    ...     capscore.configure(scoring=[tracescore.ScoringRule(
+    ...         scorer=create_answer_relevancy_scorer(), on="agent")])
+    ...     answer("What is the capital of France?")
+    ...     assert capscore.scores() == {"answer-relevancy": [1.0]}
+
+Importing this package imports neither litellm nor pydantic.
+"""
+
+from importlib.util import find_spec as _find_spec
+
+from ._capture import CaptureScores
+from ._eval_helpers import EvalRunner, assert_passed, failure_message
+from ._exporter import InMemoryScoreExporter, evaluation_events, span_as_dict
+from ._ids import SequentialIdGenerator
+from ._judge_server import (
+    SCRIPTED_JUDGE_API_KEY,
+    Reply,
+    ScriptedJudge,
+    make_judge,
+    prompt_of,
+    schema_name_of,
+)
+
+if _find_spec("pytest") is not None:  # without pytest, everything above still works
+    from ._plugin import capscore, scripted_judge, tracescore_evals
+
+__all__ = [
+    "SCRIPTED_JUDGE_API_KEY",
+    "CaptureScores",
+    "EvalRunner",
+    "InMemoryScoreExporter",
+    "Reply",
+    "ScriptedJudge",
+    "SequentialIdGenerator",
+    "assert_passed",
+    "capscore",
+    "evaluation_events",
+    "failure_message",
+    "make_judge",
+    "prompt_of",
+    "schema_name_of",
+    "scripted_judge",
+    "span_as_dict",
+    "tracescore_evals",
+]
