@@ -3,6 +3,7 @@ system prompt comes from, not-scorable cases, errors, injection."""
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import pytest
@@ -234,19 +235,73 @@ def test_system_prompt_option_and_run_argument(judge_server: JudgeServer, judge:
     assert from_factory.score == from_run.score == bare.score == 0.75
 
 
-@pytest.mark.parametrize("mode", ["both", "system"])
-def test_no_system_prompt_is_not_scorable(
-    judge_server: JudgeServer, judge: Judge, mode: Any
+def test_system_mode_without_system_prompt_is_not_scorable(
+    judge_server: JudgeServer, judge: Judge
 ) -> None:
-    scorer = create_prompt_alignment_scorer(model=judge, evaluation_mode=mode)
+    scorer = create_prompt_alignment_scorer(model=judge, evaluation_mode="system")
 
     result = scorer.run(input=USER, output=RESPONSE)
 
     assert result.score is None and result.not_scorable is True
     assert "no system prompt was found" in result.reason
-    assert f"evaluation_mode={mode!r}" in result.reason
-    assert ("evaluation_mode='user'" in result.reason) is (mode == "both")
+    assert "evaluation_mode='system'" in result.reason
     assert judge_server.requests == []
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        USER,
+        [{"role": "user", "content": USER}],
+        {"input_messages": [{"role": "user", "content": USER}]},
+    ],
+    ids=["str", "messages", "input_messages"],
+)
+def test_default_both_mode_falls_back_to_user_mode_without_system_prompt(
+    judge_server: JudgeServer, judge: Judge, value: Any
+) -> None:
+    # An ordinary chat has no system prompt: the default scorer must still score it.
+    script(judge_server, {"user": dims(0.75, 0.5, 0.5, 0.5), "overall_assessment": "ok"})
+    scorer = create_prompt_alignment_scorer(model=judge)
+
+    result = scorer.run(input=value, output=RESPONSE)
+
+    # User mode: 0.4*0.75 + 0.3*0.5 + 0.2*0.5 + 0.1*0.5 = 0.6
+    assert result.score == 0.6 and result.not_scorable is False
+    assert result.scorer_id == "prompt-alignment"
+    assert result.reason == (
+        "No system prompt was found, so the response was judged against the user prompt only "
+        "(as evaluation_mode='user'). Follows the request, not the rules."
+    )
+    prompt = result.analyze_prompt or ""
+    assert "<system_prompt>" not in prompt
+    assert f"<user_prompt>\n{USER}\n</user_prompt>" in prompt
+    schema = judge_server.requests[0]["response_format"]["json_schema"]["schema"]
+    assert set(schema["required"]) == {"user", "overall_assessment"}
+    assert "Evaluation mode: user" in (result.generate_reason_prompt or "")
+    assert result.judge_calls == 2
+    assert scorer.options["evaluation_mode"] == "both"
+
+
+def test_fallback_in_async_code(judge_server: JudgeServer, judge: Judge) -> None:
+    script(judge_server, {"user": dims(1, 1, 1, 1), "overall_assessment": "ok"})
+    scorer = create_prompt_alignment_scorer(model=judge)
+
+    result = asyncio.run(scorer.arun(input=USER, output=RESPONSE))
+
+    assert result.score == 1.0 and result.reason.startswith("No system prompt was found")
+
+
+def test_both_mode_with_a_system_prompt_does_not_fall_back(
+    judge_server: JudgeServer, judge: Judge
+) -> None:
+    script(judge_server, {"user": USER_DIMS, "system": USER_DIMS, "overall_assessment": "ok"})
+    scorer = create_prompt_alignment_scorer(model=judge)
+
+    result = scorer.run(input=USER, output=RESPONSE, system_prompt="Per-run rules.")
+
+    assert "No system prompt" not in result.reason
+    assert "<system_prompt>\nPer-run rules.\n</system_prompt>" in (result.analyze_prompt or "")
 
 
 @pytest.mark.parametrize("mode", ["both", "user"])

@@ -17,7 +17,14 @@ from pydantic import BaseModel, Field
 
 from tracescore._errors import ConfigurationError
 from tracescore._judge import Judge
-from tracescore.scorers._base import JudgePrompt, NotScorable, Scorer, ScorerRun, check_scale
+from tracescore.scorers._base import (
+    JudgePrompt,
+    NotScorable,
+    Scorer,
+    ScoreResult,
+    ScorerRun,
+    check_scale,
+)
 from tracescore.scorers._common import Reason
 from tracescore.scorers._prompt import data_block
 from tracescore.scorers._rounding import round_half_up
@@ -313,13 +320,17 @@ def create_prompt_alignment_scorer(
     what the input carries (see ``split_prompts``: system/developer messages, or an input dict
     with ``system``/``instructions``). The user prompt is the input's first user message.
 
+    ``"both"`` without a system prompt (an ordinary chat) falls back to ``"user"`` mode: the
+    score is the user-mode score and the reason starts by saying so.
+
     Not scorable (no judge call): an empty output; no user prompt in ``"user"`` or ``"both"``
-    mode; no system prompt in ``"system"`` or ``"both"`` mode.
+    mode; no system prompt in ``"system"`` mode.
 
     Args:
         model: the judge: a litellm model string, a ``tracescore.Judge``, or ``None`` for the
             configured judge (``configure(judge=...)``, else ``TRACESCORE_JUDGE_MODEL``).
-        evaluation_mode: ``"user"``, ``"system"`` or ``"both"``. Default ``"both"``.
+        evaluation_mode: ``"user"``, ``"system"`` or ``"both"`` (user mode when a run has no
+            system prompt). Default ``"both"``.
         system_prompt: a fixed system prompt, for agents whose input does not carry it.
         scale: maximum score, > 0. Default 1.
 
@@ -345,30 +356,101 @@ def create_prompt_alignment_scorer(
             f"system_prompt must be a string or None, got {type(system_prompt).__name__}"
         )
     check_scale(scale)
-    mode: str = evaluation_mode
+    options = {"evaluation_mode": evaluation_mode, "system_prompt": system_prompt, "scale": scale}
+    if evaluation_mode != "both":
+        return Scorer(**_scorer_arguments(evaluation_mode, model, system_prompt, scale, options))
+    return _BothModeScorer(
+        user_mode=Scorer(**_scorer_arguments("user", model, system_prompt, scale, options)),
+        system_prompt=system_prompt,
+        **_scorer_arguments("both", model, system_prompt, scale, options),
+    )
 
-    def prompts_of(run: ScorerRun) -> tuple[str, str]:
-        user, system = split_prompts(run.input)
-        explicit = run.extra.get("system_prompt")
-        if explicit is not None and plain_text(explicit).strip():
-            system = plain_text(explicit).strip()
-        elif system_prompt is not None and system_prompt.strip():
-            system = system_prompt.strip()
-        return user, system
+
+_NO_SYSTEM_PROMPT_NOTE = (
+    "No system prompt was found, so the response was judged against the user prompt only "
+    "(as evaluation_mode='user')."
+)
+
+
+def _prompts_of(
+    value: Any, run_system_prompt: Any, fixed_system_prompt: str | None
+) -> tuple[str, str]:
+    """The user and system prompts of a run: ``run(system_prompt=...)`` wins over the
+    factory's ``system_prompt=``, which wins over what the input carries."""
+    user, system = split_prompts(value)
+    if run_system_prompt is not None and plain_text(run_system_prompt).strip():
+        system = plain_text(run_system_prompt).strip()
+    elif fixed_system_prompt is not None and fixed_system_prompt.strip():
+        system = fixed_system_prompt.strip()
+    return user, system
+
+
+class _BothModeScorer(Scorer):
+    """The ``"both"`` mode scorer, which falls back to user mode when there is no system prompt.
+
+    ``"both"`` is the default, and most chats carry no system prompt: without the fallback the
+    default scorer would never score an ordinary chat. The fallback is a user-mode scorer of its
+    own (its instructions and answer schema differ), chosen per run; the reason says so.
+    """
+
+    def __init__(self, *, user_mode: Scorer, system_prompt: str | None, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self._user_mode = user_mode
+        self._system_prompt = system_prompt
+
+    async def arun(
+        self,
+        *,
+        input: Any = None,  # noqa: A002 - the public name of the argument
+        output: Any = None,
+        ground_truth: Any = None,
+        context: Any = None,
+        **extra: Any,
+    ) -> ScoreResult:
+        """Score one case in ``"both"`` mode, or in user mode when there is no system prompt."""
+        arguments = {
+            "input": input,
+            "output": output,
+            "ground_truth": ground_truth,
+            "context": context,
+            **extra,
+        }
+        try:
+            user, system = _prompts_of(input, extra.get("system_prompt"), self._system_prompt)
+        except Exception:
+            # An input the prompts cannot be read from: the regular run reports it as a
+            # ScorerError, with the step it failed in.
+            return await super().arun(**arguments)
+        if system.strip() or not user.strip():
+            return await super().arun(**arguments)
+        result = await self._user_mode.arun(**arguments)
+        if result.not_scorable:
+            return result
+        return result.model_copy(update={"reason": f"{_NO_SYSTEM_PROMPT_NOTE} {result.reason}"})
+
+
+def _scorer_arguments(
+    mode: str,
+    model: str | Judge | None,
+    system_prompt: str | None,
+    scale: float,
+    options: Mapping[str, Any],
+) -> dict[str, Any]:
+    """The ``Scorer`` constructor's arguments for one evaluation mode."""
 
     def analysis_prompt(run: ScorerRun) -> str:
-        user, system = prompts_of(run)
+        user, system = _prompts_of(run.input, run.extra.get("system_prompt"), system_prompt)
         if mode in ("user", "both") and not user.strip():
             raise NotScorable(
                 f"the input has no user prompt (no user message): evaluation_mode={mode!r} "
                 "judges the response against it"
             )
-        if mode in ("system", "both") and not system.strip():
-            hint = " or use evaluation_mode='user'" if mode == "both" else ""
+        # "both" never gets here without a system prompt: it falls back to user mode.
+        if mode == "system" and not system.strip():
             raise NotScorable(
                 f"no system prompt was found: evaluation_mode={mode!r} needs one (a system "
                 "message in the input, an input dict with 'system' or 'instructions', or "
-                f"system_prompt=...){hint}"
+                "system_prompt=...)"
             )
         parts = []
         if mode != "user":
@@ -406,7 +488,7 @@ def create_prompt_alignment_scorer(
             if key in analysis:
                 sub = round_half_up(weighted_alignment(analysis[key], weights))
                 parts.append(f"{key} prompt: {sub:g}")
-        user, _ = prompts_of(run)
+        user, _ = _prompts_of(run.input, run.extra.get("system_prompt"), system_prompt)
         question = f"{data_block('user_prompt', user)}\n\n" if user.strip() else ""
         return (
             f"{question}"
@@ -415,28 +497,28 @@ def create_prompt_alignment_scorer(
             f"Score: {run.score:g} out of {run.scale:g}. Explain this score."
         )
 
-    return Scorer(
-        id=SCORER_ID,
-        description="How well the response follows the user's prompt and the system prompt.",
-        model=model,
-        requires=("output",),
-        scale=scale,
-        analyze=JudgePrompt(
+    return {
+        "id": SCORER_ID,
+        "description": "How well the response follows the user's prompt and the system prompt.",
+        "model": model,
+        "requires": ("output",),
+        "scale": scale,
+        "analyze": JudgePrompt(
             instructions=_ANALYSIS_INSTRUCTIONS[mode],
             prompt=analysis_prompt,
             output_schema=_ANALYSIS_SCHEMAS[mode],
             name="prompt_alignment_analysis",
         ),
-        generate_score=score,
-        generate_reason=JudgePrompt(
+        "generate_score": score,
+        "generate_reason": JudgePrompt(
             instructions=_REASON_INSTRUCTIONS,
             prompt=reason_prompt,
             output_schema=Reason,
             name="prompt_alignment_reason",
         ),
-        options={
-            "evaluation_mode": mode,
-            "system_prompt": system_prompt,
-            "scale": float(scale),
+        "options": {
+            "evaluation_mode": options["evaluation_mode"],
+            "system_prompt": options["system_prompt"],
+            "scale": float(options["scale"]),
         },
-    )
+    }
