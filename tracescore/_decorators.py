@@ -2,9 +2,9 @@
 
 They turn a call into one OpenTelemetry span named and attributed as the GenAI semantic
 conventions and OpenInference say, keep the wrapped function's signature, return value and
-exceptions, and hand the call's full, untruncated input and output to the scoring processor
-(when one is configured) through ``_state.payload_sink``. They never import scoring or the
-judge, so the hot path stays small.
+exceptions, and hand the call's full, untruncated input and output to scoring (when a scoring
+rule is configured) through ``tracescore._handoff``. They never import scoring or the judge, so
+the hot path stays small.
 """
 
 from __future__ import annotations
@@ -25,7 +25,8 @@ from opentelemetry import trace
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
 from . import _semconv as sc
-from . import _state
+from . import _handoff, _state
+from ._handoff import CallRecord
 from ._errors import ConfigurationError
 from ._serialize import to_documents, to_json, truncate, utf8_safe
 
@@ -53,31 +54,6 @@ _KINDS: dict[str, tuple[str, str, str]] = {
 
 def _env_disabled() -> bool:
     return os.environ.get("TRACESCORE_DISABLED", "").strip().lower() in ("1", "true", "yes", "on")
-
-
-class Payload:
-    """What a decorated call hands to the scoring processor: full, untruncated values.
-
-    Attributes:
-        kind: ``agent`` | ``retrieval`` | ``tool`` | ``llm``.
-        input: the single argument when the function took one (``self`` aside), else a dict
-            of the bound arguments by name.
-        arguments: the bound arguments by name.
-        output: the return value (for generators: the yielded items, joined when all are
-            strings).
-        documents: for retrieval spans, the normalised documents.
-        error: the exception the call raised, if any.
-    """
-
-    __slots__ = ("kind", "input", "arguments", "output", "documents", "error")
-
-    def __init__(self, kind: str, arguments: dict[str, Any]) -> None:
-        self.kind = kind
-        self.arguments = arguments
-        self.input: Any = next(iter(arguments.values())) if len(arguments) == 1 else arguments
-        self.output: Any = None
-        self.documents: list[Any] | None = None
-        self.error: BaseException | None = None
 
 
 class _Spec:
@@ -218,16 +194,16 @@ def _capture_enabled(spec: _Spec) -> bool:
 
 
 def _start(spec: _Spec, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[
-    Span, Payload | None, Any
+    Span, CallRecord | None, Any
 ]:
     tracer = _state.tracer or trace.get_tracer(sc.INSTRUMENTATION_SCOPE)
     span = tracer.start_span(spec.span_name, kind=SpanKind.INTERNAL, attributes=spec.attributes)
-    payload: Payload | None = None
+    payload: CallRecord | None = None
     try:
         capture = _capture_enabled(spec)
-        if span.is_recording() and (capture or _state.payload_sink is not None):
+        if span.is_recording() and (capture or _handoff.wanted or _state.payload_sink is not None):
             arguments = spec.bind(instance, args, kwargs)
-            payload = Payload(spec.kind, arguments)
+            payload = CallRecord(spec.kind, arguments)
             if capture:
                 limit = _state.max_content_length
                 text = to_json(arguments, limit)
@@ -241,7 +217,7 @@ def _start(spec: _Spec, instance: Any, args: tuple[Any, ...], kwargs: dict[str, 
     return span, payload, token
 
 
-def _finish(spec: _Spec, span: Span, payload: Payload | None, output: Any) -> None:
+def _finish(spec: _Spec, span: Span, payload: CallRecord | None, output: Any) -> None:
     try:
         capture = _capture_enabled(spec)
         limit = _state.max_content_length
@@ -276,7 +252,7 @@ def _record_documents(span: Span, docs: list[Any], limit: int) -> None:
             span.set_attribute(prefix + sc.DOCUMENT_SCORE, d.score)
 
 
-def _fail(span: Span, payload: Payload | None, exc: BaseException) -> None:
+def _fail(span: Span, payload: CallRecord | None, exc: BaseException) -> None:
     try:
         if payload is not None:
             payload.error = exc
@@ -293,7 +269,8 @@ def _fail(span: Span, payload: Payload | None, exc: BaseException) -> None:
             else qualname,
             "exception.message": truncate(message, limit),
             "exception.stacktrace": utf8_safe(truncate(_stacktrace(exc), limit)),
-            "exception.escaped": "False",
+            # The decorators re-raise every exception they record: it escapes the span.
+            "exception.escaped": True,
         })
     except Exception:
         _internal_error("recording an exception")
@@ -350,7 +327,7 @@ def _format_one(exc: BaseException) -> str:
     return "".join(lines)
 
 
-def _end(span: Span, payload: Payload | None, token: Any) -> None:
+def _end(span: Span, payload: CallRecord | None, token: Any) -> None:
     if token is not None:
         with contextlib.suppress(Exception):
             otel_context.detach(token)
@@ -361,7 +338,7 @@ def _end(span: Span, payload: Payload | None, token: Any) -> None:
     except Exception:
         _internal_error("handing the call to scoring")
     try:
-        span.end()
+        _handoff.end_span(span, payload if _handoff.wanted else None)
     except Exception:
         _internal_error("ending the span")
 
@@ -478,7 +455,7 @@ def _item_cap(spec: _Spec) -> int | None:
     """How many yielded items a generator span keeps: all of them when a scoring processor may
     judge the output (it sees full values), else only as many as the captured output can show
     (each item renders as at least one character), so an endless stream stays bounded."""
-    if _state.payload_sink is not None:
+    if _handoff.wanted or _state.payload_sink is not None:
         return None
     if not _capture_enabled(spec):
         return 0
