@@ -226,10 +226,11 @@ def test_verdict_combines_gates_thresholds_and_errors() -> None:
 def test_not_scorable_items_are_left_out_of_the_mean_and_counted() -> None:
     data = [
         {"input": "q1", "ground_truth": "Paris"},
-        {"input": "q2", "ground_truth": "Paris"},
+        {"input": "q2", "ground_truth": " "},
         {"input": "q3", "ground_truth": "Paris"},
     ]
-    outputs = {"q1": "Paris", "q2": "", "q3": "Paris"}  # an empty answer is not scorable
+    # An empty reference is not scorable (an empty answer against a reference scores 0).
+    outputs = {"q1": "Paris", "q2": "Paris", "q3": "Paris"}
     result = run(
         data=data, scorers=[{"scorer": similarity(), "threshold": 0.9}], target=outputs.__getitem__
     )

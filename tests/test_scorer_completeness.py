@@ -95,17 +95,31 @@ def test_input_without_words(question: str, answer: str, expected: float, why: s
 @pytest.mark.parametrize(
     ("kwargs", "why"),
     [
-        ({"input": "Which cats?", "output": ""}, "output is empty"),
-        ({"input": "Which cats?", "output": None}, "output is empty"),
-        ({"input": "Which cats?", "output": "  \n"}, "output is empty"),
         ({"input": "", "output": "Cats."}, "input has no text"),
         ({"output": "Cats."}, "input has no text"),
+        ({"input": "", "output": ""}, "input has no text"),
     ],
 )
 def test_not_scorable(kwargs: dict[str, Any], why: str) -> None:
     result = create_completeness_scorer().run(**kwargs)
     assert result.score is None and result.not_scorable is True
     assert why in result.reason
+
+
+@pytest.mark.parametrize("output", ["", None, "  \n", [{"role": "assistant", "content": ""}]])
+def test_empty_output_scores_0(output: Any) -> None:
+    # SCORERS.md: an empty output against a non-empty reference is a real failure, not a
+    # comparison that cannot be made.
+    result = create_completeness_scorer().run(input="Which cats ran?", output=output)
+
+    assert result.score == 0.0 and result.not_scorable is False
+    assert result.reason.startswith("The output is empty: 0 of 5 input words found")
+
+
+def test_empty_output_against_an_input_without_words_scores_1() -> None:
+    # The table's rule: no input words and none in the output either -> 1.
+    result = create_completeness_scorer().run(input="?!", output="")
+    assert result.score == 1.0 and result.not_scorable is False
 
 
 def test_message_shapes() -> None:

@@ -71,16 +71,33 @@ def test_falls_back_to_the_input_without_ground_truth() -> None:
 @pytest.mark.parametrize(
     ("kwargs", "why"),
     [
-        ({"output": "", "ground_truth": "x"}, "output is empty"),
-        ({"output": None, "ground_truth": "x"}, "output is empty"),
         ({"output": "text", "ground_truth": ""}, "ground truth is empty"),
         ({"output": "text"}, "input is empty"),
+        ({"output": "", "ground_truth": ""}, "ground truth is empty"),
+        ({"output": None}, "input is empty"),
     ],
 )
 def test_not_scorable(kwargs: dict[str, Any], why: str) -> None:
     result = create_content_similarity_scorer().run(**kwargs)
     assert result.score is None and result.not_scorable is True
     assert why in result.reason
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"output": "", "ground_truth": "Paris"},
+        {"output": None, "ground_truth": "Paris"},
+        {"output": " \n", "ground_truth": "Paris"},
+        {"output": "", "input": "What is the capital of France?"},
+    ],
+)
+def test_empty_output_against_a_reference_scores_0(kwargs: dict[str, Any]) -> None:
+    # SCORERS.md: an empty output against a non-empty reference is a real failure.
+    result = create_content_similarity_scorer().run(**kwargs)
+
+    assert result.score == 0.0 and result.not_scorable is False
+    assert result.reason.startswith("The output is empty: ")
 
 
 def test_needs_no_judge(monkeypatch: pytest.MonkeyPatch) -> None:

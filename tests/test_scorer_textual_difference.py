@@ -78,9 +78,8 @@ def test_unicode_normalisation() -> None:
 @pytest.mark.parametrize(
     ("kwargs", "why"),
     [
-        ({"output": "", "ground_truth": "x"}, "output is empty"),
-        ({"output": None, "ground_truth": "x"}, "output is empty"),
         ({"output": "text", "ground_truth": ""}, "ground truth is empty"),
+        ({"output": "", "ground_truth": ""}, "ground truth is empty"),
         ({"output": "text", "ground_truth": "  "}, "ground truth is empty"),
         ({"output": "text"}, "input is empty"),
     ],
@@ -89,6 +88,26 @@ def test_not_scorable(kwargs: dict[str, Any], why: str) -> None:
     result = create_textual_difference_scorer().run(**kwargs)
     assert result.score is None and result.not_scorable is True
     assert why in result.reason
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"output": "", "ground_truth": "Paris"},
+        {"output": None, "ground_truth": "Paris"},
+        {"output": "", "input": "What is the capital of France?"},
+    ],
+)
+def test_empty_output_against_a_reference_scores_0(kwargs: dict[str, Any]) -> None:
+    # SCORERS.md: an empty output against a non-empty reference is a real failure;
+    # 2 * 0 / (0 + len(reference)) = 0.
+    result = create_textual_difference_scorer().run(**kwargs)
+
+    assert result.score == 0.0 and result.not_scorable is False
+    assert result.preprocess_step_result is not None
+    assert result.preprocess_step_result["output_length"] == 0
+    assert result.preprocess_step_result["length_difference"] == 1.0
+    assert result.reason.startswith("The output is empty: ")
 
 
 def test_scorer_attributes(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -126,7 +126,10 @@ def create_completeness_scorer(*, language: str = "en") -> Scorer:
     ``preprocess_step_result``: ``{"input_words": [...], "output_words": [...]}``;
     ``analyze_step_result``: ``{"covered_words": [...], "missing_words": [...]}``.
 
-    Not scorable: an empty output, or an input without text (no user message).
+    An empty output covers nothing: it scores 0 against an input with words (SCORERS.md: a
+    missing answer is a real failure, not a comparison that cannot be made).
+
+    Not scorable: an input without text (no user message): there is nothing to cover.
 
     Args:
         language: simplemma language code for base forms (``"en"``, ``"de"``, ``"fr"``, ...).
@@ -194,6 +197,8 @@ def create_completeness_scorer(*, language: str = "en") -> Scorer:
             return "Neither the input nor the output has words."
         covered = len(run.analyze_result["covered_words"])
         text = f"{covered} of {total} input words found in the output"
+        if not run.output_text.strip():
+            text = f"The output is empty: {text}"
         missing = run.analyze_result["missing_words"]
         if missing:
             listed = ", ".join(missing[:_MAX_LISTED])
@@ -204,7 +209,8 @@ def create_completeness_scorer(*, language: str = "en") -> Scorer:
     return Scorer(
         id=SCORER_ID,
         description="Share of the input's words (and their base forms) covered by the output.",
-        requires=("input", "output"),
+        # Not "output": an empty output is scored (0), only a missing input is not scorable.
+        requires=("input",),
         preprocess=preprocess,
         analyze=analyze,
         generate_score=score,

@@ -59,8 +59,9 @@ def create_content_similarity_scorer(
     With ``ignore_whitespace=False`` whitespace characters take part in the bigrams (the Mastra
     scorer's underlying library drops whitespace whatever the option says).
 
-    Not scorable: an empty output, or no reference text (no ground truth and no input). An
-    empty output is not scored as 0 so that a missing answer is not mistaken for a bad one.
+    An empty output against a reference scores 0 (SCORERS.md: a missing answer is a real
+    failure). Not scorable: no reference text (no ground truth and no input, or an empty one),
+    since there is nothing to compare with.
 
     Args:
         ignore_case: compare case-insensitively. Default ``True``.
@@ -101,6 +102,8 @@ def create_content_similarity_scorer(
 
     def reason(run: ScorerRun) -> str:
         label, _ = reference(run)
+        if not normalise(run.output_text):
+            return f"The output is empty: nothing of the {label} is reproduced (similarity 0)."
         return (
             f"The output's character bigrams overlap with the {label}'s at a Sørensen–Dice "
             f"coefficient of {run.score:.4g} (1 means identical text"
@@ -111,7 +114,8 @@ def create_content_similarity_scorer(
     return Scorer(
         id=SCORER_ID,
         description="Character-bigram (Sørensen–Dice) similarity of the output to a reference.",
-        requires=("output",),
+        # Not "output": an empty output is scored (0); only a missing reference is not scorable.
+        requires=(),
         generate_score=score,
         generate_reason=reason,
         round_score=False,

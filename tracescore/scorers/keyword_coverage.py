@@ -121,8 +121,10 @@ def create_keyword_coverage_scorer() -> Scorer:
     ``preprocess_step_result``: ``{"input_keywords": [...], "output_keywords": [...]}``;
     ``analyze_step_result``: ``{"matched_keywords": [...], "missing_keywords": [...]}``.
 
-    Not scorable: an empty output, or an input without text (no user message). Mastra scores
-    an empty output 0; here a missing answer is not mistaken for a bad one.
+    An empty output has no keywords: it scores 0 against an input with keywords, as in Mastra
+    (SCORERS.md: a missing answer is a real failure, not a comparison that cannot be made).
+
+    Not scorable: an input without text (no user message): there is nothing to cover.
 
     Returns:
         A ``Scorer`` with id ``keyword-coverage``.
@@ -161,6 +163,8 @@ def create_keyword_coverage_scorer() -> Scorer:
             return "The input has no keywords (only stop words, numbers or punctuation)."
         text = f"{len(run.analyze_result['matched_keywords'])} of {total} input keywords found "
         text += "in the output"
+        if not run.output_text.strip():
+            text = f"The output is empty: {text}"
         missing = run.analyze_result["missing_keywords"]
         if missing:
             more = f" and {len(missing) - _MAX_LISTED} more" if len(missing) > _MAX_LISTED else ""
@@ -170,7 +174,8 @@ def create_keyword_coverage_scorer() -> Scorer:
     return Scorer(
         id=SCORER_ID,
         description="Share of the input's keywords that also appear in the output.",
-        requires=("input", "output"),
+        # Not "output": an empty output is scored (0), only a missing input is not scorable.
+        requires=("input",),
         preprocess=preprocess,
         analyze=analyze,
         generate_score=score,

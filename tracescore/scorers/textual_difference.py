@@ -69,7 +69,9 @@ def create_textual_difference_scorer() -> Scorer:
     "length_difference"}`` with the lengths in characters and ``length_difference`` =
     ``|output_length - reference_length| / max(output_length, reference_length)``.
 
-    Not scorable: an empty output, or no reference text (no ground truth and no input).
+    An empty output against a reference scores 0: no character is shared (SCORERS.md: a
+    missing answer is a real failure). Not scorable: no reference text (no ground truth and no
+    input, or an empty one), since there is nothing to compare with.
 
     Returns:
         A ``Scorer`` with id ``textual-difference``.
@@ -118,8 +120,9 @@ def create_textual_difference_scorer() -> Scorer:
         assert run.preprocess_result is not None
         result = run.preprocess_result
         label, _ = reference(run)
+        empty = "The output is empty: " if not result["output_length"] else ""
         return (
-            f"The output ({result['output_length']} characters) and the {label} "
+            f"{empty}The output ({result['output_length']} characters) and the {label} "
             f"({result['reference_length']} characters) share a common subsequence of "
             f"{result['lcs_length']} characters: similarity {run.score:.4g} (1 means identical)."
         )
@@ -127,7 +130,8 @@ def create_textual_difference_scorer() -> Scorer:
     return Scorer(
         id=SCORER_ID,
         description="Character-level LCS similarity of the output to a reference (1 = identical).",
-        requires=("output",),
+        # Not "output": an empty output is scored (0); only a missing reference is not scorable.
+        requires=(),
         preprocess=preprocess,
         generate_score=score,
         generate_reason=reason,
