@@ -19,6 +19,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from . import _env
+
 __all__ = ["EXIT_FAILED", "EXIT_PASSED", "EXIT_USAGE", "main"]
 
 EXIT_PASSED = 0
@@ -257,10 +259,7 @@ def _run_eval(args: argparse.Namespace) -> int:
     if _config.current() is None:
         wanted = args.trace
         if wanted is None:
-            wanted = bool(
-                os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT")
-                or os.environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
-            )
+            wanted = _env.otlp_traces_endpoint() is not None
         if wanted:
             tracescore.configure(judge=judge)
             configured_here = True
