@@ -167,7 +167,9 @@ class InMemoryScoreExporter(InMemorySpanExporter):
                 real times happened, equal times sharing a tick. Order and nesting survive;
                 durations do not. Default: the exporter's ``deterministic_times``. (The
                 OpenTelemetry SDK has no public clock to inject, so the times are mapped
-                after the fact.)
+                after the fact.) Scores are judged in the background: when one trace's score
+                and a later call may race, ``tracescore.force_flush()`` between them keeps
+                the order, and so the ticks, the same from run to run.
             include_resource: add each span's resource attributes. Default False.
         """
         spans = sorted(
