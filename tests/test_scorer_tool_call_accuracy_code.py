@@ -6,9 +6,12 @@ from typing import Any
 
 import pytest
 
-from tracescore import _state
+from tracescore import _cli, _state, run_evals
 from tracescore._errors import ConfigurationError
-from tracescore.scorers import create_tool_call_accuracy_scorer_code
+from tracescore.scorers import (
+    create_tool_call_accuracy_scorer_code,
+    create_tool_call_accuracy_scorer_llm,
+)
 from tracescore.scorers.tool_call_accuracy_code import tool_order_respected
 
 
@@ -151,10 +154,45 @@ def test_options_and_attributes(monkeypatch: pytest.MonkeyPatch) -> None:
         expected_tool_order=("a", "b"), strict_mode=True
     ).options == {"expected_tool": None, "expected_tool_order": ["a", "b"], "strict_mode": True}
     assert (scorer.id, scorer.uses_judge, scorer.uses_tool_calls) == (
-        "tool-call-accuracy",
+        "tool-call-accuracy-code",
         False,
         True,
     )
+
+
+def test_own_id_apart_from_the_llm_variant() -> None:
+    # The id is gen_ai.evaluation.name and the run_evals result key: the 0/1 name check must
+    # not share a series with the judged LLM scorer.
+    code = create_tool_call_accuracy_scorer_code(expected_tool="book")
+    llm = create_tool_call_accuracy_scorer_llm(available_tools=[{"name": "book"}])
+    assert (code.id, llm.id) == ("tool-call-accuracy-code", "tool-call-accuracy")
+    assert code.run(tool_calls=[{"name": "book"}]).scorer_id == "tool-call-accuracy-code"
+
+
+def test_run_evals_keys_results_by_the_new_id() -> None:
+    result = run_evals(
+        data=[{"input": "Book it", "scorer_inputs": {"tool_calls": [{"name": "book"}]}}],
+        scorers=[create_tool_call_accuracy_scorer_code(expected_tool="book")],
+        target=lambda question: "Booked.",
+    )
+    assert result.scores == {"tool-call-accuracy-code": 1.0}
+
+
+def test_legacy_id_keeps_the_old_id_with_a_deprecation_warning() -> None:
+    with pytest.warns(DeprecationWarning, match="legacy_id goes away in the next release"):
+        scorer = create_tool_call_accuracy_scorer_code(expected_tool="book", legacy_id=True)
+
+    assert scorer.id == "tool-call-accuracy"
+    result = scorer.run(tool_calls=[{"name": "book"}])
+    assert (result.scorer_id, result.score) == ("tool-call-accuracy", 1.0)
+
+
+def test_cli_resolves_both_ids_and_explains_what_it_cannot_build() -> None:
+    assert _cli._factory("tool-call-accuracy-code") is create_tool_call_accuracy_scorer_code
+    assert _cli._factory("tool-call-accuracy") is create_tool_call_accuracy_scorer_llm
+    with pytest.raises(_cli.UsageError, match="cannot be built from the command line") as info:
+        _cli._build_scorer("tool-call-accuracy-code", None)
+    assert "expected_tool" in str(info.value) and "run_evals" in str(info.value)
 
 
 @pytest.mark.parametrize(
@@ -169,6 +207,7 @@ def test_options_and_attributes(monkeypatch: pytest.MonkeyPatch) -> None:
         ({"expected_tool_order": ["a", ""]}, "expected_tool_order"),
         ({"expected_tool_order": ["a", "b", "a"]}, "repeats a tool"),
         ({"expected_tool": "a", "strict_mode": "yes"}, "strict_mode"),
+        ({"expected_tool": "a", "legacy_id": "yes"}, "legacy_id"),
     ],
 )
 def test_invalid_options_fail_early(kwargs: dict[str, Any], match: str) -> None:

@@ -29,6 +29,7 @@ EXIT_USAGE = 2
 
 _SCORER_ID = re.compile(r"[a-z0-9][a-z0-9-]*")
 _FACTORY = re.compile(r"create_([a-z0-9_]+)_scorer")
+_VARIANT_FACTORY = re.compile(r"create_[a-z0-9_]+_scorer_[a-z0-9]+")
 
 
 class UsageError(Exception):
@@ -130,12 +131,32 @@ def available_scorers() -> dict[str, Callable[..., Any]]:
     return dict(sorted(found.items()))
 
 
+def _variant_factories() -> dict[str, Callable[..., Any]]:
+    """Scorer id -> factory for ``create_<name>_scorer_<variant>`` (tool-call-accuracy's
+    ``_llm`` and ``_code``): the id is the factory module's ``SCORER_ID``, since only the module
+    knows it (``tool-call-accuracy`` for the LLM variant, ``tool-call-accuracy-code``)."""
+    import tracescore.scorers as package
+
+    found = {}
+    for name in dir(package):
+        factory = getattr(package, name)
+        if _VARIANT_FACTORY.fullmatch(name) and callable(factory):
+            module = importlib.import_module(factory.__module__)
+            scorer_id = getattr(module, "SCORER_ID", None)
+            if isinstance(scorer_id, str):
+                found[scorer_id] = factory
+    return found
+
+
 def _factory(scorer_id: str) -> Callable[..., Any]:
     if not _SCORER_ID.fullmatch(scorer_id):
         raise UsageError(f"{scorer_id!r} is not a scorer id (lowercase, e.g. answer-relevancy)")
     factories = available_scorers()
     if scorer_id in factories:
         return factories[scorer_id]
+    variant = _variant_factories().get(scorer_id)
+    if variant is not None:
+        return variant
     # Scorers are added by several people; one may exist as a module before the package
     # exports it.
     module_name = scorer_id.replace("-", "_")
@@ -163,6 +184,8 @@ def _parse_scorer(text: str) -> tuple[str, float | None]:
 
 
 def _build_scorer(scorer_id: str, judge: Any) -> Any:
+    from tracescore._errors import ConfigurationError
+
     factory = _factory(scorer_id)
     kwargs: dict[str, Any] = {}
     try:
@@ -173,7 +196,8 @@ def _build_scorer(scorer_id: str, judge: Any) -> Any:
         kwargs["model"] = judge
     try:
         return factory(**kwargs)
-    except TypeError as exc:
+    except (TypeError, ConfigurationError) as exc:
+        # A scorer whose options have no default (tool-call-accuracy's tools).
         raise UsageError(
             f"scorer {scorer_id!r} cannot be built from the command line ({exc}); use "
             "tracescore.run_evals() in Python to pass its options"

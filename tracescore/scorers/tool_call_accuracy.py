@@ -2,7 +2,8 @@
 
 Semantics follow SCORERS.md and the Mastra evals' LLM tool-call-accuracy scorer; prompts and code
 are tracescore's own. The heuristic variant (expected tool names, no judge) lives in
-``tool_call_accuracy_code``; both report under the scorer id ``tool-call-accuracy``.
+``tool_call_accuracy_code`` and reports as ``tool-call-accuracy-code``, so that the two never
+share a ``gen_ai.evaluation.name``.
 """
 
 from __future__ import annotations

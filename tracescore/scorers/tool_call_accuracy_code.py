@@ -2,11 +2,19 @@
 
 Semantics follow SCORERS.md and the Mastra evals' code-based tool-call-accuracy scorer; code is
 tracescore's own. The LLM variant (is each call appropriate for the request?) lives in
-``tool_call_accuracy``; both report under the scorer id ``tool-call-accuracy``.
+``tool_call_accuracy`` and keeps the id ``tool-call-accuracy``; this one reports as
+``tool-call-accuracy-code``.
+
+Why its own id: the id is ``gen_ai.evaluation.name``, the key of ``run_evals`` results and the
+series of the score metrics. Mastra names both variants ``tool-call-accuracy`` (they differ only
+by import path), so a backend could not tell a 0/1 name check from a judged 0..1 score, and
+``run_evals`` refused the two together. The suffix names the variant as the factory does
+(``create_tool_call_accuracy_scorer_code``). ``legacy_id=True`` keeps the old id for one release.
 """
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Sequence
 from itertools import pairwise
 from typing import Any
@@ -14,9 +22,17 @@ from typing import Any
 from tracescore._errors import ConfigurationError
 from tracescore.scorers._base import Scorer, ScorerRun
 
-__all__ = ["create_tool_call_accuracy_scorer_code", "tool_order_respected"]
+__all__ = [
+    "LEGACY_SCORER_ID",
+    "SCORER_ID",
+    "create_tool_call_accuracy_scorer_code",
+    "tool_order_respected",
+]
 
-SCORER_ID = "tool-call-accuracy"
+SCORER_ID = "tool-call-accuracy-code"
+# The id this scorer shared with the LLM variant before it got its own; kept behind
+# legacy_id=True for one release so that dashboards and result keys can move over.
+LEGACY_SCORER_ID = "tool-call-accuracy"
 
 
 def tool_order_respected(called: Sequence[str], expected: Sequence[str], *, strict: bool) -> bool:
@@ -59,6 +75,7 @@ def create_tool_call_accuracy_scorer_code(
     expected_tool: str | None = None,
     expected_tool_order: Sequence[str] | None = None,
     strict_mode: bool = False,
+    legacy_id: bool = False,
 ) -> Scorer:
     """Score 1 when the agent called the expected tool (or tools in order), else 0.
 
@@ -87,14 +104,19 @@ def create_tool_call_accuracy_scorer_code(
         expected_tool_order: the tools that should have been called, in order. Without
             ``strict_mode`` a name may appear only once (only first calls are compared).
         strict_mode: require the exact calls (see above). Default ``False``.
+        legacy_id: deprecated; ``True`` reports under the old id ``tool-call-accuracy``, which
+            the LLM variant also uses, with a ``DeprecationWarning``. It goes away in the next
+            release: move dashboards and ``run_evals`` result keys to
+            ``tool-call-accuracy-code``. Default ``False``.
 
     Returns:
-        A ``Scorer`` with id ``tool-call-accuracy``.
+        A ``Scorer`` with id ``tool-call-accuracy-code`` (``tool-call-accuracy`` with
+        ``legacy_id=True``).
 
     Raises:
         ConfigurationError: neither or both of ``expected_tool`` and ``expected_tool_order``
             are given, a name is empty, ``expected_tool_order`` is empty or repeats a name
-            without ``strict_mode``, or ``strict_mode`` is not a bool.
+            without ``strict_mode``, or ``strict_mode`` or ``legacy_id`` is not a bool.
 
     Example:
         >>> scorer = create_tool_call_accuracy_scorer_code(expected_tool="get_weather")
@@ -108,6 +130,18 @@ def create_tool_call_accuracy_scorer_code(
         )
     if not isinstance(strict_mode, bool):
         raise ConfigurationError(f"strict_mode must be True or False, got {strict_mode!r}")
+    if not isinstance(legacy_id, bool):
+        raise ConfigurationError(f"legacy_id must be True or False, got {legacy_id!r}")
+    scorer_id = SCORER_ID
+    if legacy_id:
+        warnings.warn(
+            f"create_tool_call_accuracy_scorer_code(legacy_id=True) reports under "
+            f"{LEGACY_SCORER_ID!r}, the id of the LLM tool-call-accuracy scorer too; the code "
+            f"variant's id is {SCORER_ID!r} and legacy_id goes away in the next release",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        scorer_id = LEGACY_SCORER_ID
     order: list[str] | None = None
     if expected_tool is not None:
         _check_name(expected_tool, "expected_tool")
@@ -161,7 +195,7 @@ def create_tool_call_accuracy_scorer_code(
         return f"Called {calls}; expected {expected_tool}{' ' + rule if rule else ''}: {verdict}."
 
     return Scorer(
-        id=SCORER_ID,
+        id=scorer_id,
         description="Whether the agent called the expected tool, or tools in the expected order.",
         requires=("tool_calls",),
         preprocess=preprocess,
