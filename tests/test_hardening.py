@@ -251,8 +251,10 @@ def test_lone_surrogates_reach_the_exporter_as_replacement_characters(tmp_path: 
     assert "\ufffd" in attrs["retrieval.documents.0.document.content"]
     agent = [s for s in spans if s["name"].startswith("invoke_agent")][0]
     (event,) = agent["events"]
-    message = {a["key"]: a["value"]["stringValue"] for a in event["attributes"]}
-    assert message["exception.message"] == "bad \ufffd name"
+    message = {a["key"]: a["value"] for a in event["attributes"]}
+    assert message["exception.message"]["stringValue"] == "bad \ufffd name"
+    # The decorator re-raised it: the exception escaped the span.
+    assert message["exception.escaped"] == {"boolValue": True}
 
 
 # -- secrets never reach a span -------------------------------------------------------------------
@@ -824,9 +826,9 @@ def test_hung_scorer_cannot_hold_flush_or_shutdown_past_their_deadline() -> None
     assert len(exp.get_finished_spans()) == 1
 
 
-def stuck_then_fine(stuck_scorer: Any, **options: Any) -> tuple[dict[str, Any], float]:
+def stuck_then_fine(stuck_scorer: Any, **options: Any) -> dict[str, Any]:
     """One span for ``stuck_scorer`` then one for a quick probe, one scoring place
-    (``max_concurrency=1``): the exported spans by name, and the seconds the flush took."""
+    (``max_concurrency=1``): the exported spans by name."""
     probe = ProbeScorer(id="probe")
     _, exp = memory_configure(
         scoring=[rule(stuck_scorer, on=lambda s: s.name.endswith("stuck")),
@@ -844,13 +846,11 @@ def stuck_then_fine(stuck_scorer: Any, **options: Any) -> tuple[dict[str, Any], 
 
     stuck("q")
     fine("q")  # waits behind the stuck job for the one place, then is scored
-    started = time.monotonic()
-    spans = {s.name: s for s in finished(exp, timeout_millis=5_000)}
-    return spans, time.monotonic() - started
+    return {s.name: s for s in finished(exp, timeout_millis=5_000)}
 
 
 def test_job_timeout_cancels_a_hung_scorer_and_frees_its_place() -> None:
-    by_name, _ = stuck_then_fine(Hung(id="hung"), score_timeout=3, job_timeout=0.5)
+    by_name = stuck_then_fine(Hung(id="hung"), score_timeout=3, job_timeout=0.5)
     assert sorted(by_name) == ["invoke_agent fine", "invoke_agent stuck"]
     (timeout_event,) = eval_events(by_name["invoke_agent stuck"])
     assert timeout_event["error.type"] == "timeout"
@@ -861,15 +861,27 @@ def test_job_timeout_cancels_a_hung_scorer_and_frees_its_place() -> None:
 
 
 def test_job_timeout_frees_the_place_of_a_scorer_that_ignores_cancellation() -> None:
+    # The stubborn scorer swallows every cancellation until the test lets it go, after the
+    # flush: so the fine span can only have been scored (in the one place) if the job timeout
+    # freed that place without waiting for the scorer to give up.
+    let_go = threading.Event()
+    gave_up = threading.Event()
+
     class Stubborn(ProbeScorer):
         async def arun(self, **kwargs: Any) -> Any:
-            for _ in range(40):  # swallows every cancellation for ~2 s, then gives up
-                with contextlib.suppress(asyncio.CancelledError):
-                    await asyncio.sleep(0.05)
-            return await super().arun(**kwargs)
+            try:
+                while not let_go.is_set():
+                    with contextlib.suppress(asyncio.CancelledError):
+                        await asyncio.sleep(0.05)  # the stand-in for a scorer that ignores us
+                return await super().arun(**kwargs)
+            finally:
+                gave_up.set()
 
-    spans, took = stuck_then_fine(Stubborn(id="stubborn"), score_timeout=5, job_timeout=0.3)
-    assert took < 1.5  # not ~2 s behind the stubborn scorer
+    try:
+        spans = stuck_then_fine(Stubborn(id="stubborn"), score_timeout=5, job_timeout=0.3)
+        assert not gave_up.is_set()  # the fine span was scored while the scorer still held on
+    finally:
+        let_go.set()
     (event,) = eval_events(spans["invoke_agent stuck"])
     assert event["error.type"] == "timeout"
     (event,) = eval_events(spans["invoke_agent fine"])
@@ -950,10 +962,15 @@ def test_shutdown_gives_back_the_queue_places_of_spans_it_claims() -> None:
     # A span ends during shutdown's own flush while a scorer blocks the loop: shutdown claims
     # it (exports it) and must give its place in the queue back, or the worker waits out the
     # whole deadline for a job that does not exist.
+    blocking = threading.Event()
+
     class Blocker(ProbeScorer):
         async def arun(self, **kwargs: Any) -> Any:
-            if kwargs.get("input") == "block":
-                time.sleep(1.0)  # noqa: ASYNC251 - blocks the loop thread
+            # Ended during shutdown (no payload sink), the span's input reaches the scorer as
+            # its JSON attribute, '{"q": "block"}', not as the value.
+            if "block" in str(kwargs.get("input")):
+                blocking.set()
+                time.sleep(1.0)  # noqa: ASYNC251 - the scenario: a job blocks the loop thread
             return await super().arun(**kwargs)
 
     inst, exp = memory_configure(scoring=[rule(Blocker(id="b"))], score_timeout=30)
@@ -970,15 +987,25 @@ def test_shutdown_gives_back_the_queue_places_of_spans_it_claims() -> None:
     def flush_then_end_spans(*args: Any, **kwargs: Any) -> bool:
         if not ended:  # during shutdown's flush, before it closes the processor
             answer("block")
-            time.sleep(0.1)  # the loop is inside the blocking job now
+            assert blocking.wait(HANG_BOUND)  # the loop is inside the blocking job now
             answer("late")
             ended.append("yes")
         return bool(flush(*args, **kwargs))
 
     downstream.force_flush = flush_then_end_spans  # type: ignore[method-assign]
-    started = time.monotonic()
+    # Whether the worker found every place given back (True), or waited out the whole 8 s
+    # deadline for the claimed span's place (False), is what its shutdown returns.
+    worker = inst.processor._worker
+    worker_shutdown = worker.shutdown
+    drained: list[bool] = []
+
+    def recording_shutdown(timeout: float | None = 5.0) -> bool:
+        drained.append(worker_shutdown(timeout))
+        return drained[-1]
+
+    worker.shutdown = recording_shutdown  # type: ignore[method-assign]
     tracescore.shutdown(8_000)
-    assert time.monotonic() - started < 4  # ~1 s: the blocking job; not the 8 s deadline
+    assert drained == [True]
     names = [s.name for s in exp.get_finished_spans()]
     assert len(names) == 2
 
@@ -1488,19 +1515,74 @@ def test_spans_of_non_daemon_threads_ending_after_main_are_exported(tmp_path: An
     assert len(scored) == 80
 
 
+EXIT_BUDGETS_SCRIPT = textwrap.dedent(
+    """
+    import asyncio, atexit, json, sys
+    calls = []
+    # Registered before tracescore's and the SDK's exit hooks, so it runs after all of them.
+    atexit.register(lambda: print(json.dumps(calls), flush=True))
+    sys.path.insert(0, {root!r})
+    import tracescore
+    from tests.helpers import ProbeScorer
+
+    class Hung(ProbeScorer):
+        async def arun(self, **kwargs):
+            await asyncio.Event().wait()
+
+    # As in EXIT_SCRIPT: a second provider's SDK exit hook runs before tracescore's own.
+    tracescore.configure(service_name="first", exporter=False)
+    inst = tracescore.configure(
+        service_name="second", exporter=tracescore.FileSpanExporter({path!r}),
+        flush_timeout=6, score_timeout=60,
+        scoring=[tracescore.ScoringRule(scorer=Hung(id="hung"))],
+    )
+    processor = inst.processor
+
+    def recording(name):
+        method = getattr(processor, name)
+
+        def call(*args, **kwargs):
+            entry = [name, args[0] if args else kwargs.get("timeout_millis")]
+            calls.append(entry)
+            result = method(*args, **kwargs)
+            entry.append(result)
+            return result
+
+        return call
+
+    # What each exit step asks of the processor: the deadline it gives, what the flush says.
+    processor.force_flush = recording("force_flush")
+    processor.shutdown = recording("shutdown")
+
+    @tracescore.agent
+    def answer(q):
+        return "x"
+
+    for i in range(3):
+        answer(i)
+    print("exiting", flush=True)
+    """
+)
+
+
 def test_exit_with_a_hung_scorer_waits_one_flush_deadline_not_two(tmp_path: Any) -> None:
+    # Asserted on the deadlines each exit step gives the processor, not on the wall time of
+    # the exit: the flush before the threads are joined waits its whole deadline (6 s) for the
+    # hung score and says so; the shutdown after them gets a second, not another 6 s.
     path = tmp_path / "spans.jsonl"
     script = tmp_path / "exit.py"
-    script.write_text(EXIT_SCRIPT.format(root=ROOT, path=str(path), scorer="Hung")
-                      .replace("flush_timeout=0.5", "flush_timeout=6"))
-    started = time.monotonic()
+    script.write_text(EXIT_BUDGETS_SCRIPT.format(root=ROOT, path=str(path)))
     proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
                           timeout=60, env=dict(os.environ, PYTHONPATH=ROOT))
-    took = time.monotonic() - started
     assert proc.returncode == 0, proc.stderr
-    # The flush before the thread joins waits 6 s for the hung score; the shutdown after them
-    # gets a second, not another 6 s (about 6.7 s in all here; 12 s before).
-    assert 6 <= took < 10
+    exiting, report = proc.stdout.strip().splitlines()
+    assert exiting == "exiting"
+    calls = json.loads(report)
+    flushes = [c for c in calls if c[0] == "force_flush"]
+    assert flushes[0] == ["force_flush", 6000, False]  # one whole deadline, missed
+    assert len(flushes) >= 2  # the shutdown flushes too...
+    assert all(budget <= 1000 for _, budget, _ in flushes[1:])  # ...within a second
+    assert any(c[0] == "shutdown" for c in calls)
     spans = [s for line in path.read_text().splitlines()
              for rs in json.loads(line)["resourceSpans"] for ss in rs["scopeSpans"]
              for s in ss["spans"]]
