@@ -248,7 +248,7 @@ def load_target(spec: str) -> Callable[..., Any]:
 def _has_judge(judge: Any) -> bool:
     from tracescore import _state
 
-    return judge is not None or _state.default_judge is not None or bool(_state.env_judge_model())
+    return judge is not None or _state.default_judge is not None or _env.judge_model() is not None
 
 
 def _run_eval(args: argparse.Namespace) -> int:
