@@ -572,9 +572,12 @@ def test_many_documents_do_not_push_the_span_identity_out() -> None:
 def test_cancelled_coroutine_and_async_generator_end_their_spans_once() -> None:
     _, exp = memory_configure()
 
+    entered = asyncio.Event()
+
     @tracescore.agent
     async def slow() -> str:
-        await asyncio.sleep(60)
+        entered.set()
+        await asyncio.sleep(60)  # the scenario: a coroutine cancelled while it waits
         return "never"
 
     @tracescore.agent
@@ -585,20 +588,22 @@ def test_cancelled_coroutine_and_async_generator_end_their_spans_once() -> None:
 
     async def main() -> None:
         task = asyncio.create_task(slow())
-        await asyncio.sleep(0.01)
+        await entered.wait()  # its span has started
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
 
         got: list[int] = []
+        four = asyncio.Event()
 
         async def consume() -> None:
             async for x in stream():
                 got.append(x)
+                if len(got) == 4:
+                    four.set()
 
         consumer = asyncio.create_task(consume())
-        while len(got) < 4:
-            await asyncio.sleep(0.005)
+        await four.wait()
         consumer.cancel()
         with pytest.raises(asyncio.CancelledError):
             await consumer
