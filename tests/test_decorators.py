@@ -131,7 +131,7 @@ def test_exception_recorded_and_reraised_unchanged(exporter: Any) -> None:
 def test_async_and_parentage_across_gather(exporter: Any) -> None:
     @tracescore.retrieval
     async def search(q: str) -> list[str]:
-        await asyncio.sleep(0.01)
+        await asyncio.sleep(0.01)  # the scenario: the three searches interleave under gather
         return [q]
 
     @tracescore.agent
