@@ -10,30 +10,22 @@ os.environ["LITELLM_OFFLINE_MODE"] = "true"
 for _name in ("TRACESCORE_JUDGE_MODEL", "OPENAI_API_KEY", "OPENAI_API_BASE", "OPENAI_BASE_URL"):
     os.environ.pop(_name, None)
 
-from collections.abc import Iterator  # noqa: E402
-from typing import Any  # noqa: E402
-
 import pytest  # noqa: E402
 
-from tests.judge_server import JudgeServer, make_judge  # noqa: E402
+from tracescore import Judge  # noqa: E402
+from tracescore.testing import ScriptedJudge, make_judge  # noqa: E402
 
-
-@pytest.fixture(scope="session")
-def _judge_server_session() -> Iterator[JudgeServer]:
-    # One server (one port) for the session: litellm keeps one HTTP client per api_base.
-    with JudgeServer() as server:
-        yield server
+# The kit's pytest plugin (entry point ``tracescore``, loaded because tracescore is installed)
+# provides ``scripted_judge``: one server for the session, reset around each test.
 
 
 @pytest.fixture
-def judge_server(_judge_server_session: JudgeServer) -> Iterator[JudgeServer]:
-    """The loopback judge server, with no routes and no recorded requests."""
-    _judge_server_session.reset()
-    yield _judge_server_session
-    _judge_server_session.reset()
+def judge_server(scripted_judge: ScriptedJudge) -> ScriptedJudge:
+    """The loopback scripted judge, with no routes and no recorded requests."""
+    return scripted_judge
 
 
 @pytest.fixture
-def judge(judge_server: JudgeServer) -> Any:
+def judge(judge_server: ScriptedJudge) -> Judge:
     """A ``Judge`` for ``judge_server`` (2 retries, 10 ms backoff, 5 s timeout)."""
     return make_judge(judge_server)

@@ -1,4 +1,4 @@
-"""Shared test helpers for the span/processor tests."""
+"""Test doubles for the span/processor tests, and short names for the kit's readers."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from typing import Any
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 import tracescore
+from tracescore.testing import InMemoryScoreExporter, evaluation_events
 
 
 @dataclass
@@ -43,17 +44,18 @@ class ProbeScorer:
         return SimpleResult(min(len(str(out)) / 100, 1.0), f"length {len(str(out))}")
 
 
-def memory_configure(**kwargs: Any) -> tuple[tracescore.Tracescore, InMemorySpanExporter]:
-    exporter = InMemorySpanExporter()
+def memory_configure(**kwargs: Any) -> tuple[tracescore.Tracescore, InMemoryScoreExporter]:
+    """``tracescore.configure(**kwargs)`` exporting to a new ``InMemoryScoreExporter``."""
+    exporter = InMemoryScoreExporter()
     kwargs.setdefault("exporter", exporter)
     inst = tracescore.configure(**kwargs)
     return inst, exporter
 
 
 def finished(exporter: InMemorySpanExporter, timeout_millis: int = 5000) -> list[Any]:
+    """Flush tracescore (pending scores included), then the spans ``exporter`` holds."""
     tracescore.force_flush(timeout_millis)
     return list(exporter.get_finished_spans())
 
 
-def eval_events(span: Any) -> list[dict[str, Any]]:
-    return [dict(e.attributes) for e in span.events if e.name == "gen_ai.evaluation.result"]
+eval_events = evaluation_events

@@ -13,9 +13,9 @@ from typing import Any
 
 import pytest
 
-from tests.judge_server import JudgeServer
 from tests.otlp_receiver import HttpOtlpReceiver
 from tests.test_evals import LLM_ANSWERS, scripted_judge_rules
+from tracescore.testing import ScriptedJudge as JudgeServer
 
 REPO = Path(__file__).resolve().parents[1]
 

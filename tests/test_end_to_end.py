@@ -10,13 +10,13 @@ from typing import Any
 import pytest
 
 import tracescore
-from tests.judge_server import JudgeServer
 from tests.otlp_receiver import HttpOtlpReceiver
 from tracescore.scorers import (
     create_answer_relevancy_scorer,
     create_content_similarity_scorer,
     create_context_precision_scorer,
 )
+from tracescore.testing import ScriptedJudge as JudgeServer
 
 SECRET = "sk-test-SECRET-do-not-leak-42"
 

@@ -23,7 +23,6 @@ import pytest
 
 import tracescore
 from tests.helpers import ProbeScorer, eval_events, finished, memory_configure
-from tests.judge_server import JudgeServer, make_judge
 from tracescore import ConfigurationError, EvalResult
 from tracescore.scorers import (
     NotScorable,
@@ -33,7 +32,8 @@ from tracescore.scorers import (
     create_scorer,
 )
 from tracescore.scorers.content_similarity import dice_coefficient
-from tracescore.testing import EvalRunner, assert_passed, failure_message
+from tracescore.testing import EvalRunner, assert_passed, failure_message, make_judge
+from tracescore.testing import ScriptedJudge as JudgeServer
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -20,8 +20,8 @@ from typing import Any
 
 import pytest
 
-from tests.judge_server import JudgeServer
 from tests.otlp_receiver import HttpOtlpReceiver
+from tracescore.testing import ScriptedJudge as JudgeServer
 
 REPO = Path(__file__).resolve().parents[1]
 DEMO = REPO / "examples" / "halueval_rag.py"

@@ -14,7 +14,6 @@ import pytest
 from opentelemetry import context as otel_context
 from pydantic import BaseModel
 
-from tests.judge_server import TEST_API_KEY, JudgeServer, make_judge
 from tracescore import _state
 from tracescore._errors import (
     ConfigurationError,
@@ -26,6 +25,9 @@ from tracescore._errors import (
     NoJudgeConfiguredError,
 )
 from tracescore._judge import Judge, resolve_judge
+from tracescore.testing import SCRIPTED_JUDGE_API_KEY as TEST_API_KEY
+from tracescore.testing import ScriptedJudge as JudgeServer
+from tracescore.testing import make_judge
 
 
 class Statements(BaseModel):

@@ -12,11 +12,12 @@ import pytest
 from pydantic import BaseModel
 
 import tracescore
-from tests.judge_server import JudgeServer, make_judge
 from tests.otlp_receiver import HttpOtlpReceiver
 from tracescore._errors import ConfigurationError, InvalidJudgeOutputError, JudgeUnavailableError
 from tracescore._judge import Judge, JudgeCacheInfo, _key_prefix
 from tracescore.scorers import create_faithfulness_scorer, create_hallucination_scorer
+from tracescore.testing import ScriptedJudge as JudgeServer
+from tracescore.testing import make_judge
 
 
 class Statements(BaseModel):

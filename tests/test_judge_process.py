@@ -10,8 +10,8 @@ import pytest
 
 import tracescore
 from tests.helpers import eval_events, finished, memory_configure
-from tests.judge_server import JudgeServer
 from tracescore.scorers import create_answer_relevancy_scorer
+from tracescore.testing import ScriptedJudge as JudgeServer
 
 
 @pytest.fixture(autouse=True)

@@ -17,9 +17,9 @@ from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 
 import tracescore
 from tests.helpers import ProbeScorer, eval_events, finished, memory_configure
-from tests.judge_server import JudgeServer
 from tests.otlp_receiver import HttpOtlpReceiver
 from tracescore.scorers import create_answer_relevancy_scorer
+from tracescore.testing import ScriptedJudge as JudgeServer
 
 
 @pytest.fixture(autouse=True)

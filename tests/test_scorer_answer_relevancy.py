@@ -8,11 +8,12 @@ from typing import Any
 
 import pytest
 
-from tests.judge_server import TEST_API_KEY, JudgeServer
 from tracescore import _state
 from tracescore._errors import ConfigurationError, InvalidJudgeOutputError, NoJudgeConfiguredError
 from tracescore._judge import Judge
 from tracescore.scorers import ScoreResult, create_answer_relevancy_scorer
+from tracescore.testing import SCRIPTED_JUDGE_API_KEY as TEST_API_KEY
+from tracescore.testing import ScriptedJudge as JudgeServer
 
 QUESTION = "What should a healthy breakfast include?"
 ANSWER = (

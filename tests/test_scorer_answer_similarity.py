@@ -7,11 +7,11 @@ from typing import Any
 import pytest
 
 import tracescore
-from tests.judge_server import JudgeServer
 from tracescore._errors import ConfigurationError, InvalidJudgeOutputError, ScorerError
 from tracescore._judge import Judge
 from tracescore.scorers import create_answer_similarity_scorer
 from tracescore.scorers.answer_similarity import DEFAULT_OPTIONS, answer_similarity_score
+from tracescore.testing import ScriptedJudge as JudgeServer
 
 OUTPUT = "The primary colours are red, blue and yellow, and you mix them to get others."
 GROUND_TRUTH = "The primary colours are red, blue and yellow."

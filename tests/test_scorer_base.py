@@ -9,7 +9,6 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
-from tests.judge_server import JudgeServer
 from tracescore._errors import ConfigurationError, ScorerError
 from tracescore._judge import Judge
 from tracescore.scorers import (
@@ -23,6 +22,7 @@ from tracescore.scorers import (
 )
 from tracescore.scorers._rounding import round_half_up
 from tracescore.scorers._text import context_texts, input_text, output_text, plain_text
+from tracescore.testing import ScriptedJudge as JudgeServer
 
 # -- rounding ----------------------------------------------------------------------------------
 

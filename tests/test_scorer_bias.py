@@ -6,10 +6,10 @@ from typing import Any
 
 import pytest
 
-from tests.judge_server import JudgeServer
 from tracescore._errors import ConfigurationError, InvalidJudgeOutputError
 from tracescore._judge import Judge
 from tracescore.scorers import create_bias_scorer
+from tracescore.testing import ScriptedJudge as JudgeServer
 
 ANSWER = (
     "Remote work suits most teams. Older employees cannot learn new software. "

@@ -6,11 +6,11 @@ from typing import Any
 
 import pytest
 
-from tests.judge_server import JudgeServer
 from tracescore._errors import ConfigurationError, InvalidJudgeOutputError, ScorerError
 from tracescore._judge import Judge
 from tracescore.scorers import create_context_precision_scorer
 from tracescore.scorers.context_precision import mean_average_precision
+from tracescore.testing import ScriptedJudge as JudgeServer
 
 QUESTION = "What are the benefits of exercise?"
 ANSWER = "Exercise strengthens the heart and reduces stress."

@@ -6,10 +6,10 @@ from typing import Any
 
 import pytest
 
-from tests.judge_server import JudgeServer
 from tracescore._errors import ConfigurationError, InvalidJudgeOutputError
 from tracescore._judge import Judge
 from tracescore.scorers import create_context_recall_scorer
+from tracescore.testing import ScriptedJudge as JudgeServer
 
 GROUND_TRUTH = (
     "Photosynthesis turns light, water and carbon dioxide into glucose and oxygen. "

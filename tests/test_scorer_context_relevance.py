@@ -6,11 +6,11 @@ from typing import Any
 
 import pytest
 
-from tests.judge_server import JudgeServer
 from tracescore._errors import ConfigurationError, InvalidJudgeOutputError
 from tracescore._judge import Judge
 from tracescore.scorers import create_context_relevance_scorer
 from tracescore.scorers.context_relevance import DEFAULT_PENALTIES, context_relevance_score
+from tracescore.testing import ScriptedJudge as JudgeServer
 
 QUESTION = "What are the health benefits of green tea?"
 ANSWER = "Green tea contains antioxidants that may lower the risk of heart disease."

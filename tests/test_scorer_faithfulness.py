@@ -6,10 +6,10 @@ from typing import Any
 
 import pytest
 
-from tests.judge_server import JudgeServer
 from tracescore._errors import ConfigurationError, InvalidJudgeOutputError, ScorerError
 from tracescore._judge import Judge
 from tracescore.scorers import create_faithfulness_scorer
+from tracescore.testing import ScriptedJudge as JudgeServer
 
 CONTEXT = [
     "The Eiffel Tower in Paris was completed in 1889.",

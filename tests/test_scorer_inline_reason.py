@@ -7,7 +7,6 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
-from tests.judge_server import JudgeServer, make_judge
 from tracescore._errors import ConfigurationError, InvalidJudgeOutputError
 from tracescore.scorers import (
     JudgePrompt,
@@ -16,6 +15,8 @@ from tracescore.scorers import (
     create_scorer,
 )
 from tracescore.scorers._base import INLINE_REASON_REQUEST, check_reason_mode
+from tracescore.testing import ScriptedJudge as JudgeServer
+from tracescore.testing import make_judge
 
 QUESTION = "What should a healthy breakfast include?"
 ANSWER = (

@@ -7,11 +7,11 @@ from typing import Any
 
 import pytest
 
-from tests.judge_server import JudgeServer
 from tracescore._errors import ConfigurationError, InvalidJudgeOutputError
 from tracescore._judge import Judge
 from tracescore.scorers import create_noise_sensitivity_scorer
 from tracescore.scorers.noise_sensitivity import DIMENSIONS, noise_sensitivity_score
+from tracescore.testing import ScriptedJudge as JudgeServer
 
 QUESTION = "What is the capital of France?"
 BASELINE = "The capital of France is Paris."

@@ -8,11 +8,12 @@ from typing import Any
 
 import pytest
 
-from tests.judge_server import JudgeServer, make_judge
 from tracescore._errors import ConfigurationError, InvalidJudgeOutputError
 from tracescore._judge import Judge
 from tracescore.scorers import create_prompt_alignment_scorer
 from tracescore.scorers.prompt_alignment import split_prompts
+from tracescore.testing import ScriptedJudge as JudgeServer
+from tracescore.testing import make_judge
 
 SYSTEM = "You are a support agent for Acme. Answer in at most two sentences. Never give discounts."
 USER = "Write a Python function that reverses a string, with a docstring."

@@ -7,10 +7,10 @@ from typing import Any
 
 import pytest
 
-from tests.judge_server import JudgeServer
 from tracescore._errors import ConfigurationError, InvalidJudgeOutputError
 from tracescore._judge import Judge
 from tracescore.scorers import create_summarization_scorer
+from tracescore.testing import ScriptedJudge as JudgeServer
 
 SOURCE = (
     "The city council approved a new budget on Monday. It raises library funding by 10% and "

@@ -11,7 +11,6 @@ import pytest
 from opentelemetry import trace
 
 import tracescore
-from tests.judge_server import JudgeServer
 from tests.otlp_receiver import HttpOtlpReceiver
 from tracescore._errors import ConfigurationError, InvalidJudgeOutputError
 from tracescore._judge import Judge
@@ -20,6 +19,7 @@ from tracescore.scorers import (
     create_tool_call_accuracy_scorer_llm,
 )
 from tracescore.scorers.tool_call_accuracy import normalise_available_tools
+from tracescore.testing import ScriptedJudge as JudgeServer
 
 QUESTION = "Where is my order A1, and can I get a refund for it?"
 ANSWER = "Order A1 shipped yesterday; I have started a refund of 12.50."

@@ -6,10 +6,10 @@ from typing import Any
 
 import pytest
 
-from tests.judge_server import JudgeServer
 from tracescore._errors import ConfigurationError, InvalidJudgeOutputError
 from tracescore._judge import Judge
 from tracescore.scorers import create_toxicity_scorer
+from tracescore.testing import ScriptedJudge as JudgeServer
 
 QUESTION = "Why does my code not compile?"
 ANSWER = "You forgot a semicolon. Honestly, only an idiot would miss that. Add it on line 3."
