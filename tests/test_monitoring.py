@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import socket
 import threading
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -301,8 +302,10 @@ def test_judge_calls_recorded_with_genai_client_metrics(judge_server: JudgeServe
     def answer(q: str) -> str:
         return "Paris is the capital of France."
 
+    started = time.monotonic()
     answer("What is the capital of France?")
     (span,) = finished(exp, timeout_millis=20_000)
+    bracket = time.monotonic() - started
     (event,) = eval_events(span)
     assert event["gen_ai.evaluation.score.value"] == 1.0
     points = metric_points(reader)
@@ -315,7 +318,9 @@ def test_judge_calls_recorded_with_genai_client_metrics(judge_server: JudgeServe
     assert [dict(p.attributes) for p in failed] == [{**base, "error.type": "judge_unavailable"}]
     assert failed[0].count == 1
     assert all({**base, **dict(p.attributes)} == dict(p.attributes) for p in ok)
-    assert all(0 < p.sum < 20 for p in durations)
+    # Seconds, not milliseconds: the calls fit inside the wall time that contains them, on a
+    # machine of any speed (a fixed bound would be a timing assertion).
+    assert all(0 < p.sum <= bracket for p in durations)
     tokens = points["gen_ai.client.token.usage"]
     by_type = {t: sum(p.sum for p in tokens if p.attributes["gen_ai.token.type"] == t)
                for t in ("input", "output")}
