@@ -8,13 +8,14 @@ import socket
 import subprocess
 import sys
 import textwrap
+import threading
 from typing import Any
 
 import pytest
 from opentelemetry import context as otel_context
 from pydantic import BaseModel
 
-from tracescore import _state
+from tracescore import _loop, _state
 from tracescore._errors import (
     ConfigurationError,
     InvalidJudgeOutputError,
@@ -25,6 +26,7 @@ from tracescore._errors import (
     NoJudgeConfiguredError,
 )
 from tracescore._judge import Judge, resolve_judge
+from tracescore._suppress import PLAIN_KEY, is_suppressed, suppressed
 from tracescore.testing import SCRIPTED_JUDGE_API_KEY as TEST_API_KEY
 from tracescore.testing import ScriptedJudge as JudgeServer
 from tracescore.testing import make_judge
@@ -109,12 +111,46 @@ def test_call_runs_with_instrumentation_suppressed(judge_server: JudgeServer, ju
     ask(
         judge,
         validate=lambda parsed: seen.append(
-            otel_context.get_value(otel_context._SUPPRESS_INSTRUMENTATION_KEY)
+            (
+                is_suppressed(),
+                # The SDK's own key too: its exporters and OpenInference read it directly.
+                otel_context.get_value(otel_context._SUPPRESS_INSTRUMENTATION_KEY),
+                otel_context.get_value(PLAIN_KEY),
+            )
         ),
     )
 
-    assert seen == [True]
+    assert seen == [(True, True, True)]
+    assert not is_suppressed()
     assert otel_context.get_value(otel_context._SUPPRESS_INSTRUMENTATION_KEY) is None
+
+
+def test_suppression_follows_the_context() -> None:
+    assert not is_suppressed()
+    with suppressed():
+        assert is_suppressed()
+        assert otel_context.get_value(otel_context._SUPPRESS_INSTRUMENTATION_KEY) is True
+        assert otel_context.get_value(PLAIN_KEY) is True
+    assert not is_suppressed()
+    # Either key alone counts: set by the SDK's exporters, or by older instrumentations.
+    for key in (otel_context._SUPPRESS_INSTRUMENTATION_KEY, PLAIN_KEY):
+        token = otel_context.attach(otel_context.set_value(key, True))
+        try:
+            assert is_suppressed()
+        finally:
+            otel_context.detach(token)
+
+
+def test_calls_run_on_the_one_tracescore_loop(judge_server: JudgeServer, judge: Judge) -> None:
+    judge_server.route("test_statements", {"statements": ["x"]})
+    threads: list[str] = []
+
+    # Twice, the second from the cache: each caller's own check runs on the loop either way.
+    for _ in range(2):
+        ask(judge, validate=lambda parsed: threads.append(threading.current_thread().name))
+
+    assert threads == [_loop.THREAD_NAME] * 2
+    assert judge.cache_info().hits == 1
 
 
 def test_broken_json_is_repaired_without_a_retry(judge_server: JudgeServer, judge: Judge) -> None:

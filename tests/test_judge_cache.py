@@ -14,7 +14,8 @@ from pydantic import BaseModel
 import tracescore
 from tests.otlp_receiver import HttpOtlpReceiver
 from tracescore._errors import ConfigurationError, InvalidJudgeOutputError, JudgeUnavailableError
-from tracescore._judge import Judge, JudgeCacheInfo, _key_prefix
+from tracescore._judge import Judge, JudgeCacheInfo
+from tracescore._judge.cache import key_prefix
 from tracescore.scorers import create_faithfulness_scorer, create_hallucination_scorer
 from tracescore.testing import ScriptedJudge as JudgeServer
 from tracescore.testing import make_judge
@@ -120,20 +121,20 @@ def test_different_models_and_parameters_are_not_shared(judge_server: JudgeServe
 
 def test_key_covers_model_api_base_and_parameters_but_no_secrets() -> None:
     base = {"api_base": "http://a/v1", "api_key": "sk-SECRET-1", "temperature": 0}
-    prefix = _key_prefix("openai/x", base)
+    prefix = key_prefix("openai/x", base)
 
     assert b"SECRET" not in prefix
     assert b"http://a/v1" in prefix and b"openai/x" in prefix
     # A different key (or gateway token) reaches the same model: same answers.
-    assert prefix == _key_prefix(
+    assert prefix == key_prefix(
         "openai/x", {**base, "api_key": "sk-SECRET-2", "extra_headers": {"X-Token": "t"}}
     )
-    assert prefix != _key_prefix("openai/y", base)
-    assert prefix != _key_prefix("openai/x", {**base, "api_base": "http://b/v1"})
-    assert prefix != _key_prefix("openai/x", {**base, "temperature": 0.7})
-    assert prefix != _key_prefix("openai/x", {**base, "max_tokens": 10})  # not a secret
+    assert prefix != key_prefix("openai/y", base)
+    assert prefix != key_prefix("openai/x", {**base, "api_base": "http://b/v1"})
+    assert prefix != key_prefix("openai/x", {**base, "temperature": 0.7})
+    assert prefix != key_prefix("openai/x", {**base, "max_tokens": 10})  # not a secret
     # temperature 0 is what the judge sends by default.
-    assert prefix == _key_prefix("openai/x", {"api_base": "http://a/v1"})
+    assert prefix == key_prefix("openai/x", {"api_base": "http://a/v1"})
 
 
 def test_lru_eviction_at_the_bound(judge_server: JudgeServer) -> None:

@@ -36,7 +36,7 @@ def script(server: JudgeServer) -> None:
 
 
 def test_scores_through_the_child_process(judge_server: JudgeServer) -> None:
-    from tracescore import _judge_process
+    from tracescore._judge import process as _judge_process
 
     script(judge_server)
     result = create_answer_relevancy_scorer(model=remote_judge(judge_server)).run(
@@ -53,7 +53,7 @@ def test_child_start_up_does_not_count_against_the_call_timeout(
 ) -> None:
     # A fresh child imports litellm for seconds; a judge with a 1 s timeout must still get its
     # first answer (the start-up is awaited apart from the timed call).
-    from tracescore import _judge_process
+    from tracescore._judge import process as _judge_process
 
     _judge_process.close_shared_process()
     script(judge_server)
@@ -66,7 +66,8 @@ def test_child_start_up_does_not_count_against_the_call_timeout(
 
 
 def test_configure_starts_the_child_ahead_of_the_first_score(judge_server: JudgeServer) -> None:
-    from tracescore import _config, _judge_process
+    from tracescore import _config
+    from tracescore._judge import process as _judge_process
 
     _judge_process.close_shared_process()
     _config._preloaded_process = False

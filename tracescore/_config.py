@@ -754,7 +754,7 @@ def _preload_judge(process: bool = False) -> None:
             from . import _judge
 
             if start_process:
-                from ._judge_process import shared_process
+                from ._judge.process import shared_process
 
                 shared_process()
             _judge._litellm()

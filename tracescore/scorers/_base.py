@@ -29,7 +29,8 @@ from typing import Any, Literal, TypeAlias
 from pydantic import BaseModel, ConfigDict
 
 from tracescore._errors import ConfigurationError, ScorerError, ScoringError
-from tracescore._judge import Judge, JudgeReply, check_model_spec, resolve_judge, run_blocking
+from tracescore._judge import Judge, JudgeReply, check_model_spec, resolve_judge
+from tracescore._loop import run_blocking
 from tracescore._scorer import Scorer as ScorerProtocol
 from tracescore.scorers._prompt import DATA_NOTICE, data_block, data_blocks
 from tracescore.scorers._rounding import round_half_up

@@ -1,12 +1,15 @@
 """Judge calls in a child process, so litellm's CPU work leaves the application's GIL.
 
 Opt-in with ``Judge(..., out_of_process=True)``. The child is a plain ``python -m
-tracescore._judge_process`` (not ``multiprocessing``, whose spawn mode would re-import the
+tracescore._judge.process`` (not ``multiprocessing``, whose spawn mode would re-import the
 application's main module) talking over two inherited pipes with pickled messages:
 ``(request id, litellm kwargs)`` in, ``(request id, reply)`` out. The child runs every call on
 one asyncio loop with litellm, and answers with a small picklable copy of the response, or with
-the failure already classified (``_judge._classify``), so the parent maps errors exactly as it
+the failure already classified (``failures.classify``), so the parent maps errors exactly as it
 does for in-process calls. The child exits when the parent closes its end (or dies).
+
+Nothing in the package imports this module at import time (``transport`` imports it on the
+first out-of-process call): ``python -m`` would otherwise find it imported already.
 """
 
 from __future__ import annotations
@@ -22,6 +25,10 @@ import threading
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
 from typing import Any
+
+from .failures import RemoteJudgeError, classify, describe, rejects_response_format, status_code
+from .loading import load_litellm
+from .output import content_of
 
 logger = logging.getLogger("tracescore")
 
@@ -52,22 +59,6 @@ class RemoteResponse:
     _hidden_params: dict[str, Any] = field(default_factory=dict)
 
 
-class RemoteJudgeError(Exception):
-    """A judge call failed in the child; carries the child's classification."""
-
-    def __init__(self, message: str, kind: str, rejects_response_format: bool,
-                 status_code: int | None) -> None:
-        super().__init__(message)
-        self.kind = kind
-        self.rejects_response_format = rejects_response_format
-        self.status_code = status_code
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        # Exceptions unpickle as cls(*args): keep every field across the pipe.
-        return (RemoteJudgeError,
-                (str(self), self.kind, self.rejects_response_format, self.status_code))
-
-
 _READY = -1  # the request id of the child's first message: litellm is imported
 
 # Seconds a judge call waits for the child to start (a fresh interpreter importing litellm:
@@ -83,7 +74,7 @@ class JudgeProcess:
         parent_in, child_out = os.pipe()   # child -> parent
         child_in, parent_out = os.pipe()   # parent -> child
         self._proc = subprocess.Popen(
-            [sys.executable, "-m", "tracescore._judge_process", str(child_in), str(child_out)],
+            [sys.executable, "-m", "tracescore._judge.process", str(child_in), str(child_out)],
             pass_fds=(child_in, child_out),
             stdin=subprocess.DEVNULL,
             env=dict(os.environ),
@@ -102,6 +93,7 @@ class JudgeProcess:
         self._reader.start()
 
     def alive(self) -> bool:
+        """Whether the child runs and its replies are being read."""
         return self._proc.poll() is None and self._reader.is_alive()
 
     async def wait_ready(self, timeout: float = STARTUP_TIMEOUT) -> None:
@@ -210,13 +202,11 @@ def close_shared_process() -> None:
 
 # -- the child ------------------------------------------------------------------------------
 def _to_remote(response: Any) -> RemoteResponse:
-    from ._judge import _content_of
-
     usage = getattr(response, "usage", None)
     hidden = getattr(response, "_hidden_params", None)
     cost = hidden.get("response_cost") if isinstance(hidden, dict) else None
     return RemoteResponse(
-        choices=[_Choice(_Message(_content_of(response)))],
+        choices=[_Choice(_Message(content_of(response)))],
         usage=_Usage(int(getattr(usage, "prompt_tokens", 0) or 0),
                      int(getattr(usage, "completion_tokens", 0) or 0)),
         model=str(getattr(response, "model", "") or ""),
@@ -225,9 +215,7 @@ def _to_remote(response: Any) -> RemoteResponse:
 
 
 async def _serve(recv: Connection, send: Connection) -> None:
-    from . import _judge
-
-    litellm = _judge._litellm()
+    litellm = load_litellm()
     loop = asyncio.get_running_loop()
     send_lock = threading.Lock()
     send.send((_READY, None))  # litellm is imported: calls are timed from here on
@@ -242,8 +230,7 @@ async def _serve(recv: Connection, send: Connection) -> None:
             value: Any = _to_remote(response)
         except Exception as exc:  # noqa: BLE001 - classified and sent back
             value = RemoteJudgeError(
-                _judge._describe(exc), _judge._classify(exc),
-                _judge._rejects_response_format(exc), _judge._status_code(exc),
+                describe(exc), classify(exc), rejects_response_format(exc), status_code(exc)
             )
         await loop.run_in_executor(None, reply, request_id, value)
 
@@ -259,7 +246,7 @@ async def _serve(recv: Connection, send: Connection) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Entry point of the child: ``python -m tracescore._judge_process IN_FD OUT_FD``."""
+    """Entry point of the child: ``python -m tracescore._judge.process IN_FD OUT_FD``."""
     args = sys.argv[1:] if argv is None else argv
     recv = Connection(int(args[0]), writable=False)
     send = Connection(int(args[1]), readable=False)
@@ -268,7 +255,7 @@ def main(argv: list[str] | None = None) -> None:
 
 if __name__ == "__main__":
     # Run the copy imported under its real name, so that what the child pickles names
-    # ``tracescore._judge_process.RemoteResponse``, not ``__main__.RemoteResponse``.
-    from tracescore._judge_process import main as _main
+    # ``tracescore._judge.process.RemoteResponse``, not ``__main__.RemoteResponse``.
+    from tracescore._judge.process import main as _main
 
     _main()

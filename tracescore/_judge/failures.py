@@ -1,0 +1,161 @@
+"""What went wrong with a judge call: classifying litellm's failures and mapping them to
+tracescore's exceptions.
+
+Each failure gets one kind: ``timeout``, ``rate_limited`` and ``unavailable`` (both retried),
+or ``error`` (never retried: authentication, other 4xx). The kinds become the exceptions of
+``tracescore._errors`` and, through those, the ``error.type`` of evaluation events. A call made
+in the child process comes back as a ``RemoteJudgeError`` classified there already.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import Any
+
+from tracescore._errors import (
+    JudgeError,
+    JudgeRateLimitedError,
+    JudgeTimeoutError,
+    JudgeUnavailableError,
+)
+
+# classify()'s kinds -> the error.type of the events (ScoringError.error_type).
+ERROR_TYPES = {"timeout": "timeout", "rate_limited": "rate_limited",
+               "unavailable": "judge_unavailable", "error": "judge_error"}
+
+_MISSING_CREDENTIALS = "missing credentials"
+
+
+class RemoteJudgeError(Exception):
+    """A judge call failed in the child process; carries the child's classification.
+
+    Args:
+        message: the failure, described (``describe``).
+        kind: ``classify``'s kind.
+        rejects_response_format: ``rejects_response_format``'s answer.
+        status_code: the HTTP status, when there was one.
+    """
+
+    def __init__(self, message: str, kind: str, rejects_response_format: bool,
+                 status_code: int | None) -> None:
+        super().__init__(message)
+        self.kind = kind
+        self.rejects_response_format = rejects_response_format
+        self.status_code = status_code
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Exceptions unpickle as cls(*args): keep every field across the pipe.
+        return (RemoteJudgeError,
+                (str(self), self.kind, self.rejects_response_format, self.status_code))
+
+
+class ResponseFormatRejected(Exception):
+    """The provider refused the ``response_format``: the caller falls back to the next mode."""
+
+
+def status_code(exc: BaseException) -> int | None:
+    """The HTTP status a litellm exception carries, if any."""
+    status = getattr(exc, "status_code", None)
+    return status if isinstance(status, int) else None
+
+
+def classify(exc: BaseException) -> str:
+    """The kind of a failed call: ``timeout``, ``rate_limited``, ``unavailable`` or ``error``.
+
+    Needs litellm (imported by then: a call failed).
+    """
+    from litellm import exceptions as errors
+
+    if isinstance(exc, RemoteJudgeError):  # classified in the judge process already
+        return exc.kind
+    if isinstance(exc, (errors.Timeout, asyncio.TimeoutError, TimeoutError)):
+        return "timeout"
+    status = status_code(exc)
+    if isinstance(exc, (errors.AuthenticationError, errors.PermissionDeniedError)) or status in (
+        401, 403
+    ) or _MISSING_CREDENTIALS in str(exc).lower():
+        # litellm reports a missing key as a 500 "Missing credentials": retrying cannot help.
+        return "error"
+    if isinstance(exc, errors.RateLimitError) or status == 429:
+        return "rate_limited"
+    if isinstance(
+        exc,
+        (
+            errors.APIConnectionError,
+            errors.InternalServerError,
+            errors.ServiceUnavailableError,
+            errors.BadGatewayError,
+        ),
+    ) or (status is not None and status >= 500):
+        return "unavailable"
+    return "error"
+
+
+def is_retryable(exc: BaseException) -> bool:
+    """Whether another attempt may succeed: rate limits and unavailability."""
+    return classify(exc) in ("rate_limited", "unavailable")
+
+
+def rejects_response_format(exc: BaseException) -> bool:
+    """Whether ``exc`` is an HTTP 400 about the ``response_format`` (not about the prompt)."""
+    if isinstance(exc, RemoteJudgeError):
+        return exc.rejects_response_format
+    status = status_code(exc)
+    if status is not None and status != 400:
+        return False
+    from litellm import exceptions as errors
+
+    if status is None and not isinstance(exc, errors.BadRequestError):
+        return False
+    text = str(exc).lower()
+    return "response_format" in text or "json_schema" in text or "json schema" in text
+
+
+def describe(exc: BaseException) -> str:
+    """The exception's type and message, once each."""
+    text = str(exc).strip() or type(exc).__name__
+    return f"{type(exc).__name__}: {text}" if type(exc).__name__ not in text else text
+
+
+def map_error(
+    exc: BaseException,
+    *,
+    model: str,
+    timeout: float,
+    max_retries: int,
+    scrub: Callable[[str], str],
+    sent_response_format: bool,
+) -> Exception:
+    """The exception a failed call raises, its message free of secrets.
+
+    Args:
+        exc: what the last attempt raised.
+        model: the judge's litellm model string, for the message.
+        timeout: seconds per attempt, for the message.
+        max_retries: retries made, for the message.
+        scrub: removes the judge's secrets from a text.
+        sent_response_format: the request had a ``response_format``, so a 400 about it means
+            "fall back", not "fail".
+
+    Returns:
+        A ``JudgeError`` subclass, or ``ResponseFormatRejected`` (its ``__cause__`` is ``exc``).
+    """
+    kind = classify(exc)
+    detail = scrub(describe(exc))
+    where = f"judge {model!r}"
+    if kind == "timeout":
+        return JudgeTimeoutError(f"{where} did not answer within {timeout:g} s: {detail}")
+    if kind == "rate_limited":
+        return JudgeRateLimitedError(
+            f"{where} was rate limited (HTTP 429) after {max_retries} retries: {detail}"
+        )
+    if kind == "unavailable":
+        return JudgeUnavailableError(
+            f"{where} was unavailable after {max_retries} retries: {detail}"
+        )
+    if sent_response_format and rejects_response_format(exc):
+        rejected = ResponseFormatRejected(detail)
+        rejected.__cause__ = exc
+        return rejected
+    return JudgeError(f"{where} failed: {detail}")

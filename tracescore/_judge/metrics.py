@@ -1,0 +1,107 @@
+"""What a judge call cost and how it went: its USD price, and the GenAI client metrics
+(``gen_ai.client.operation.duration``, ``gen_ai.client.token.usage``) of the configured
+instance.
+
+Neither may ever fail a judge call: an unpriced model has no cost, and a metrics error is
+dropped.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+from tracescore import _state
+
+from .failures import ERROR_TYPES, classify
+from .loading import load_litellm
+
+# litellm's provider prefixes -> the GenAI conventions' gen_ai.provider.name values (the
+# prefix itself where the conventions name it the same way or not at all).
+_PROVIDER_NAMES = {
+    "bedrock": "aws.bedrock",
+    "bedrock_converse": "aws.bedrock",
+    "azure": "azure.ai.openai",
+    "azure_ai": "azure.ai.inference",
+    "gemini": "gcp.gemini",
+    "vertex_ai": "gcp.vertex_ai",
+    "watsonx": "ibm.watsonx.ai",
+    "mistral": "mistral_ai",
+    "xai": "x_ai",
+}
+
+# Models litellm has no price for: asking again costs ~1.3 ms per call for the same answer.
+_UNPRICED: set[str] = set()
+
+
+def cost(response: Any) -> float | None:
+    """USD cost of a chat completion, or ``None`` when litellm has no price for its model."""
+    # litellm has usually priced the response already; computing it again costs ~0.5 ms, and
+    # raising for an unpriced model ~1.3 ms, on every call.
+    hidden = getattr(response, "_hidden_params", None)
+    if isinstance(hidden, dict) and isinstance(hidden.get("response_cost"), (int, float)):
+        return float(hidden["response_cost"])
+    model = str(getattr(response, "model", "") or "")
+    if model in _UNPRICED:
+        return None
+    try:
+        value = load_litellm().completion_cost(completion_response=response)
+    except Exception:  # noqa: BLE001 - litellm raises for models it has no price for
+        if model and len(_UNPRICED) < 1024:
+            _UNPRICED.add(model)
+        return None
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return None
+
+
+def record_call(model: str, duration: float, response: Any, error: BaseException | None) -> None:
+    """Record one call with the GenAI client metrics of the configured instance, if any.
+
+    Args:
+        model: the judge's litellm model string.
+        duration: seconds the call took.
+        response: the chat completion (ignored when ``error`` is set).
+        error: what the call raised, or ``None``.
+    """
+    telemetry = _state.telemetry
+    if telemetry is None:
+        return
+    try:
+        attrs: dict[str, Any] = {
+            "gen_ai.operation.name": "chat",
+            "gen_ai.provider.name": provider_name(model),
+            "gen_ai.request.model": model,
+        }
+        input_tokens = output_tokens = 0
+        if error is not None:
+            attrs["error.type"] = ERROR_TYPES.get(classify(error), "judge_error")
+        else:
+            response_model = getattr(response, "model", None)
+            if isinstance(response_model, str) and response_model:
+                attrs["gen_ai.response.model"] = response_model
+            usage = getattr(response, "usage", None)
+            input_tokens = int(getattr(usage, "prompt_tokens", 0) or 0)
+            output_tokens = int(getattr(usage, "completion_tokens", 0) or 0)
+        telemetry.record_judge_call(attrs, duration, input_tokens, output_tokens)
+    except Exception:
+        pass  # metrics must never fail a judge call
+
+
+@functools.lru_cache(maxsize=256)
+def provider_name(model: str) -> str:
+    """``gen_ai.provider.name`` of a judge: the conventions' name for litellm's provider
+    prefix (``openai/...`` -> ``openai``, ``bedrock/...`` -> ``aws.bedrock``).
+
+    Example:
+        >>> provider_name("bedrock/anthropic.claude-3")
+        'aws.bedrock'
+    """
+    prefix = model.split("/", 1)[0] if "/" in model else ""
+    if not prefix:
+        try:
+            prefix = str(load_litellm().get_llm_provider(model)[1])
+        except Exception:
+            prefix = "unknown"
+    return _PROVIDER_NAMES.get(prefix, prefix)
