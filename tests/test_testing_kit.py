@@ -20,6 +20,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExportResult
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 import tracescore
+import tracescore.testing
 from tracescore.scorers import create_answer_relevancy_scorer
 from tracescore.testing import (
     SCRIPTED_JUDGE_API_KEY,
@@ -207,7 +208,7 @@ def test_capscore_configure_keeps_the_exporter_across_configurations(capscore: A
     first, second = capscore.spans()
     assert "input.value" in first.attributes and "input.value" not in second.attributes
     assert capscore.scores() == {}
-    with pytest.raises(ValueError, match="exporter"):
+    with pytest.raises(tracescore.ConfigurationError, match="exporter"):
         capscore.configure(exporter=InMemorySpanExporter())
 
 
@@ -387,6 +388,29 @@ def test_make_judge_points_a_public_judge_at_the_server(scripted_judge: Scripted
     judge = make_judge(scripted_judge, timeout=1)
     assert isinstance(judge, tracescore.Judge)
     assert judge.model == "openai/test-judge"
+
+
+def test_public_names_are_pinned() -> None:
+    assert tracescore.testing.__all__ == [
+        "SCRIPTED_JUDGE_API_KEY",
+        "CaptureScores",
+        "EvalRunner",
+        "InMemoryScoreExporter",
+        "Reply",
+        "ScriptedJudge",
+        "SequentialIdGenerator",
+        "assert_passed",
+        "capscore",
+        "evaluation_events",
+        "failure_message",
+        "make_judge",
+        "prompt_of",
+        "schema_name_of",
+        "scripted_judge",
+        "span_as_dict",
+        "tracescore_evals",
+    ]
+    assert all(hasattr(tracescore.testing, name) for name in tracescore.testing.__all__)
 
 
 # -- the pytest plugin ------------------------------------------------------------------------

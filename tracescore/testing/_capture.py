@@ -89,11 +89,13 @@ class CaptureScores:
         the configuration; the spans exported so far stay in ``exporter``.
 
         Raises:
-            ValueError: ``tracer_provider`` or ``exporter`` was given.
+            tracescore.ConfigurationError: ``tracer_provider`` or ``exporter`` was given.
         """
         for fixed in ("tracer_provider", "exporter"):
             if fixed in kwargs:
-                raise ValueError(f"CaptureScores.configure() sets {fixed}= itself; leave it out")
+                raise tracescore.ConfigurationError(
+                    f"CaptureScores.configure() sets {fixed}= itself; leave it out"
+                )
         kwargs.setdefault("judge", self.judge.as_judge())
         self.instance = tracescore.configure(
             tracer_provider=self.tracer_provider, exporter=_KeepOpen(self.exporter), **kwargs
