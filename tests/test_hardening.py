@@ -789,12 +789,12 @@ def test_failing_to_arm_the_deadline_still_exports_each_span_once(
             return await super().arun(**kwargs)
 
     inst, exp = memory_configure(scoring=[rule(Gated(id="gated"))])
-    worker = inst.processor._worker
 
-    def broken(when: float, callback: Any) -> None:
+    def broken() -> None:
         raise RuntimeError("event loop is closed")
 
-    monkeypatch.setattr(worker, "call_at_monotonic", broken)
+    monkeypatch.setattr(inst.processor, "_arm_sweep", broken)
+    monkeypatch.setattr(inst.processor._engine, "_on_drain", broken)
 
     @tracescore.agent
     def answer(q: str) -> str:
@@ -926,16 +926,16 @@ def test_scorer_blocking_the_scoring_loop_loses_no_span() -> None:
     assert len(scored) == len({s.context.span_id for s in scored}) == 6
 
 
-def test_shutdown_during_a_flush_that_admits_spans_loses_none() -> None:
-    # A flush admits thousands of spans on its own thread (the scoring loop is stuck) while
-    # another thread shuts down with no time to spare: every span still goes out, once.
+def test_shutdown_during_a_flush_with_thousands_held_loses_none() -> None:
+    # Thousands of spans are held while a job blocks the scoring loop; one thread flushes while
+    # another shuts down with no time to spare: every span still goes out, once.
     started = threading.Event()
 
     class Blocker(ProbeScorer):
         async def arun(self, **kwargs: Any) -> Any:
             if kwargs.get("input") == "block":
                 started.set()
-                time.sleep(1.0)  # noqa: ASYNC251 - keeps the loop away from its inbox
+                time.sleep(1.0)  # noqa: ASYNC251 - the scenario: a job blocks the loop thread
             await asyncio.sleep(5)
             return await super().arun(**kwargs)
 
@@ -950,29 +950,28 @@ def test_shutdown_during_a_flush_that_admits_spans_loses_none() -> None:
     assert started.wait(5)
     for i in range(3000):
         answer(f"q{i}")
+    assert inst.processor.held_spans() == 3001
     flusher = threading.Thread(target=lambda: tracescore.force_flush(10_000))
     flusher.start()
-    deadline = time.monotonic() + 10
-    while len(inst.processor._transit) > 2500 and time.monotonic() < deadline:
-        time.sleep(0.0005)  # the flush is admitting them now
     tracescore.shutdown(0)
     flusher.join(15)
-    time.sleep(1.5)  # the stuck loop resumes; nothing may appear twice
+    # Once the loop is free again, whatever the blocked jobs still do must not export twice.
+    from tracescore import _loop
+
+    asyncio.run_coroutine_threadsafe(asyncio.sleep(0), _loop.get_loop()).result(HANG_BOUND)
     ids = [s.context.span_id for s in exp.get_finished_spans()
            if not s.name.startswith("evaluation ")]
     assert len(ids) == len(set(ids)) == 3001
 
 
-def test_shutdown_gives_back_the_queue_places_of_spans_it_claims() -> None:
-    # A span ends during shutdown's own flush while a scorer blocks the loop: shutdown claims
-    # it (exports it) and must give its place in the queue back, or the worker waits out the
-    # whole deadline for a job that does not exist.
+def test_span_ending_during_shutdowns_flush_is_exported_once() -> None:
+    # Spans end during shutdown's own flush while a scorer blocks the loop: each goes out once.
     blocking = threading.Event()
 
     class Blocker(ProbeScorer):
         async def arun(self, **kwargs: Any) -> Any:
-            # Ended during shutdown (no payload sink), the span's input reaches the scorer as
-            # its JSON attribute, '{"q": "block"}', not as the value.
+            # Ended during shutdown (scoring no longer takes the decorators' full values),
+            # the span's input reaches the scorer as its JSON attribute, '{"q": "block"}'.
             if "block" in str(kwargs.get("input")):
                 blocking.set()
                 time.sleep(1.0)  # noqa: ASYNC251 - the scenario: a job blocks the loop thread
@@ -998,79 +997,73 @@ def test_shutdown_gives_back_the_queue_places_of_spans_it_claims() -> None:
         return bool(flush(*args, **kwargs))
 
     downstream.force_flush = flush_then_end_spans  # type: ignore[method-assign]
-    # Whether the worker found every place given back (True), or waited out the whole 8 s
-    # deadline for the claimed span's place (False), is what its shutdown returns.
-    worker = inst.processor._worker
-    worker_shutdown = worker.shutdown
-    drained: list[bool] = []
-
-    def recording_shutdown(timeout: float | None = 5.0) -> bool:
-        drained.append(worker_shutdown(timeout))
-        return drained[-1]
-
-    worker.shutdown = recording_shutdown  # type: ignore[method-assign]
     tracescore.shutdown(8_000)
-    assert drained == [True]
-    names = [s.name for s in exp.get_finished_spans()]
+    names = [s.name for s in exp.get_finished_spans() if not s.name.startswith("evaluation ")]
     assert len(names) == 2
 
 
-def test_worker_drops_admissions_it_never_ran_at_shutdown() -> None:
-    from tracescore._worker import Admission, BackgroundWorker
+def _engine_jobs(scorer: Any, n: int) -> list[Any]:
+    from tracescore._engine import Job
+    from tracescore._request import ScoringRequest
 
-    log: list[str] = []
+    compiled = tracescore.ScoringRule(scorer=scorer, on="agent").compile()
+    return [Job(ScoringRequest(input=f"q{i}", output="x"), compiled) for i in range(n)]
 
-    class Probe(Admission):
-        def __init__(self, name: str) -> None:
-            self.name = name
 
-        def admit(self) -> Any:
-            log.append(f"admit {self.name}")
-            return None
-
-        def drop(self) -> None:
-            log.append(f"drop {self.name}")
+def test_engine_drops_jobs_it_never_ran_at_shutdown() -> None:
+    from tracescore._engine import Engine
 
     started = threading.Event()
 
-    async def block_the_loop() -> None:
-        started.set()
-        time.sleep(0.5)  # noqa: ASYNC251
+    class BlockLoop(ProbeScorer):
+        async def arun(self, **kwargs: Any) -> Any:
+            started.set()
+            time.sleep(0.5)  # noqa: ASYNC251 - the scenario: a job blocks the loop thread
+            return await super().arun(**kwargs)
 
-    worker = BackgroundWorker(concurrency=1, max_queue_size=10)
-    assert worker.submit(block_the_loop)
+    written: list[Any] = []
+
+    class Collect:
+        def write(self, outcome: Any) -> None:
+            written.append(outcome)
+
+    engine = Engine([Collect()], concurrency=1, max_queue_size=10)
+    assert engine.submit(_engine_jobs(BlockLoop(id="blocker"), 1))
     assert started.wait(5)
-    assert all(worker.submit(Probe(n)) for n in "abc")
-    assert worker.pending == 4
-    assert worker.shutdown(0.1) is False
-    assert sorted(log) == ["drop a", "drop b", "drop c"]
-    assert worker.pending == 0
-    assert worker.submit(Probe("late")) is False  # closed
+    assert engine.submit(_engine_jobs(ProbeScorer(id="queued"), 3))
+    assert engine.pending == 4
+    dropped = engine.shutdown(0.1)
+    assert dropped["queued"] == 3  # never started
+    assert engine.pending == 0
+    assert not engine.submit(_engine_jobs(ProbeScorer(id="late"), 1))  # closed
+    assert all(o.scorer_id != "queued" for o in written)
 
 
-def test_worker_stops_polling_when_work_stops(monkeypatch: pytest.MonkeyPatch) -> None:
-    from tracescore import _worker
+def test_engine_stops_polling_when_work_stops(monkeypatch: pytest.MonkeyPatch) -> None:
+    from tracescore import _engine
 
-    monkeypatch.setattr(_worker, "_POLL_LINGER", 0.2)
+    monkeypatch.setattr(_engine, "_POLL_LINGER", 0.2)
     done = threading.Event()
 
-    async def job() -> None:
-        done.set()
+    class Signal(ProbeScorer):
+        async def arun(self, **kwargs: Any) -> Any:
+            done.set()
+            return await super().arun(**kwargs)
 
-    worker = _worker.BackgroundWorker(concurrency=1, max_queue_size=10)
+    engine = _engine.Engine([], concurrency=1, max_queue_size=10)
     try:
-        assert worker.submit(job)
+        assert engine.submit(_engine_jobs(Signal(id="s"), 1))
         assert done.wait(5)
-        assert worker._wake_scheduled  # polling while work may come
+        assert engine._polling  # polling while work may come
         deadline = time.monotonic() + 5
-        while worker._wake_scheduled and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert not worker._wake_scheduled  # idle: the next submit wakes the loop
+        while engine._polling and time.monotonic() < deadline:
+            time.sleep(0.05)  # polls an observable state; the bound is generous
+        assert not engine._polling  # idle: the next submit wakes the loop
         done.clear()
-        assert worker.submit(job)
+        assert engine.submit(_engine_jobs(Signal(id="s"), 1))
         assert done.wait(5)
     finally:
-        worker.shutdown(1)
+        engine.shutdown(1)
 
 
 def test_blocking_on_score_callback_cannot_hold_flush_past_its_deadline() -> None:
@@ -1205,9 +1198,9 @@ def test_bad_env_values_warn_and_fall_back(monkeypatch: pytest.MonkeyPatch,
     assert name in caplog.text
     assert inst.processor._score_timeout == 30.0
     assert inst.flush_timeout == 10.0
-    assert inst.processor._worker.max_queue_size == 1000
-    assert inst.processor._worker.concurrency == 8
-    assert inst.processor._job_timeout == 300.0
+    assert inst.processor._engine.max_queue_size == 1000
+    assert inst.processor._engine.concurrency == 8
+    assert inst.processor._engine.job_timeout == 300.0
 
     @tracescore.agent
     def answer(q: str) -> str:
@@ -1258,7 +1251,7 @@ def test_ten_thousand_spans_through_a_tiny_queue_are_each_exported_once(
     stats = tracescore.stats()
     assert stats.spans_held == 2
     assert stats.skipped_queue_full == 9_998
-    assert inst.processor._worker.pending == 2
+    assert inst.processor._engine.pending == 2
     release.set()
     spans = finished(exp, 10_000)
     assert len({(s.context.trace_id, s.context.span_id) for s in spans}) == len(spans) == 10_000

@@ -44,7 +44,8 @@ from ._errors import (
 )
 from ._exporters import FileSpanExporter
 from ._judge import Judge
-from ._processor import ScoreEvent, Stats
+from ._stats import Stats
+from ._writers.callback import ScoreEvent
 
 if TYPE_CHECKING:
     from . import scorers

@@ -26,15 +26,18 @@ from opentelemetry.sdk.resources import SERVICE_NAME, Resource
 from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter
 
-from . import _env, _state
+from . import _env, _handoff, _state
 from . import _semconv as sc
 from ._errors import ConfigurationError
 from ._exporters import exporter_from_env
 from ._judge import Judge
 from ._limits import HourlyBudget, TokenBucket
-from ._processor import CompiledRule, ScoreEvent, ScoringSpanProcessor, Stats
+from ._processor import ScoringSpanProcessor
+from ._rules import CompiledRule, Extractor
+from ._scorer import as_scorer
+from ._stats import Stats
 from ._telemetry import Telemetry
-from ._worker import BackgroundWorker
+from ._writers.callback import ScoreEvent
 
 logger = logging.getLogger("tracescore")
 
@@ -210,7 +213,7 @@ class ScoringRule:
                     return False
 
         return CompiledRule(
-            scorer=self.scorer,
+            scorer=as_scorer(self.scorer),
             kind=self.on if isinstance(self.on, str) else None,
             predicate=predicate,
             sample_rate=float(self.sample_rate),
@@ -229,18 +232,19 @@ class ScoringRule:
         )
 
 
-def _extractor(source: Any) -> Callable[[ReadableSpan, Any], Any]:
+def _extractor(source: Any) -> Extractor:
+    """A rule's value source as an extractor ``(span or None, call_input) -> value``."""
     if isinstance(source, str):
         key = source
 
-        def from_attribute(span: ReadableSpan, inputs: Any) -> Any:
-            return (span.attributes or {}).get(key)
+        def from_attribute(span: Any, call_input: Any) -> Any:
+            return (getattr(span, "attributes", None) or {}).get(key)
 
         return from_attribute
     func = source
 
-    def from_callable(span: ReadableSpan, inputs: Any) -> Any:
-        return func(span, inputs.input)
+    def from_callable(span: Any, call_input: Any) -> Any:
+        return func(span, call_input)
 
     return from_callable
 
@@ -522,7 +526,6 @@ def _build_scoring(
     settings: _ScoringSettings, export_processor: SpanProcessor | None
 ) -> tuple[ScoringSpanProcessor, Telemetry]:
     compiled = [rule.compile() for rule in settings.rules]
-    worker = BackgroundWorker(settings.max_concurrency, settings.max_queue_size)
     # The gauges read the processor, which needs the telemetry first.
     holder: list[ScoringSpanProcessor] = []
     telemetry = Telemetry(
@@ -535,13 +538,14 @@ def _build_scoring(
     processor = ScoringSpanProcessor(
         export_processor,
         compiled,
-        worker,
         score_timeout=settings.score_timeout,
-        on_score=settings.on_score,
+        max_concurrency=settings.max_concurrency,
+        max_queue_size=settings.max_queue_size,
+        job_timeout=settings.job_timeout,
         flush_timeout=settings.flush_timeout,
         max_held_spans=settings.max_held_spans,
+        on_score=settings.on_score,
         telemetry=telemetry,
-        job_timeout=settings.job_timeout,
     )
     holder.append(processor)
     return processor, telemetry
@@ -562,7 +566,7 @@ def _publish(
     _state.capture_content = content.capture
     _state.max_content_length = content.max_length
     _state.tracer = provider.get_tracer(sc.INSTRUMENTATION_SCOPE, __version__)
-    _state.payload_sink = processor if scoring.rules else None
+    _handoff.wanted = bool(scoring.rules)
     _state.telemetry = telemetry
     _state.disabled = content.disabled
 
@@ -705,7 +709,7 @@ def configure(
     with _config_lock:
         previous = _current
         if previous is not None:
-            _state.payload_sink = None
+            _handoff.wanted = False
         provider = _provider_for(export)
         processor, telemetry = _build_scoring(scoring_settings, export_processor)
         _switch_for(provider).target = processor
@@ -797,7 +801,7 @@ def shutdown(timeout_millis: int | None = None) -> None:
     with _config_lock:
         instance = _current
         _current = None
-        _state.payload_sink = None
+        _handoff.wanted = False
     if instance is not None:
         instance.shutdown(timeout_millis)
         with _config_lock:

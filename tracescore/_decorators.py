@@ -201,7 +201,7 @@ def _start(spec: _Spec, instance: Any, args: tuple[Any, ...], kwargs: dict[str, 
     payload: CallRecord | None = None
     try:
         capture = _capture_enabled(spec)
-        if span.is_recording() and (capture or _handoff.wanted or _state.payload_sink is not None):
+        if span.is_recording() and (capture or _handoff.wanted):
             arguments = spec.bind(instance, args, kwargs)
             payload = CallRecord(spec.kind, arguments)
             if capture:
@@ -332,12 +332,6 @@ def _end(span: Span, payload: CallRecord | None, token: Any) -> None:
         with contextlib.suppress(Exception):
             otel_context.detach(token)
     try:
-        sink = _state.payload_sink
-        if sink is not None and payload is not None:
-            sink.put_payload(span, payload)
-    except Exception:
-        _internal_error("handing the call to scoring")
-    try:
         _handoff.end_span(span, payload if _handoff.wanted else None)
     except Exception:
         _internal_error("ending the span")
@@ -455,7 +449,7 @@ def _item_cap(spec: _Spec) -> int | None:
     """How many yielded items a generator span keeps: all of them when a scoring processor may
     judge the output (it sees full values), else only as many as the captured output can show
     (each item renders as at least one character), so an endless stream stays bounded."""
-    if _handoff.wanted or _state.payload_sink is not None:
+    if _handoff.wanted:
         return None
     if not _capture_enabled(spec):
         return 0

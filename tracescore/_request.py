@@ -86,6 +86,8 @@ class ScoreOutcome:
         timestamp: when the outcome was made, ns since the epoch.
         duration: seconds the scoring job took.
         result: the scorer's full result object, when there is one.
+        source: the span the request was read from, for writers that answer on it (the
+            carrier span of a late score needs its resource); None for other requests.
     """
 
     request: ScoringRequest
@@ -99,3 +101,4 @@ class ScoreOutcome:
     timestamp: int
     duration: float = 0.0
     result: Any = None
+    source: Any = None

@@ -1,7 +1,8 @@
-"""Turns one scoring job into a ``gen_ai.evaluation.result`` event.
+"""The scorers' call site: one scorer on one ``ScoringRequest`` becomes one ``ScoreOutcome``.
 
-Runs on the background worker. Knows the scorer interface (``arun`` and ``ScoreResult``) and the
-event's attribute names; nothing else.
+Shared by the engine (online scores) and ``run_evals`` (offline), so both report failures alike.
+Knows the scorer interface (``arun`` and its result) and the evaluation attribute names; nothing
+of spans.
 """
 
 from __future__ import annotations
@@ -13,11 +14,10 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from opentelemetry.sdk.trace import Event, ReadableSpan
-
 from . import _semconv as sc
 from ._errors import ScoringError
-from ._processor import CompiledRule, ScoreEvent, _Inputs
+from ._request import ScoreOutcome, ScoringRequest
+from ._rules import CompiledRule
 from ._serialize import truncate, utf8_safe
 
 logger = logging.getLogger("tracescore")
@@ -36,75 +36,99 @@ def label_for(score: float | None, threshold: float | None, higher_is_better: bo
     return sc.LABEL_PASS if ok else sc.LABEL_FAIL
 
 
-async def score_event(
-    span: ReadableSpan,
+async def score(
+    request: ScoringRequest,
     rule: CompiledRule,
-    inputs: _Inputs,
-    documents: list[str] | None,
-    tool_calls: list[dict[str, Any]] | None = None,
+    *,
     job_timeout: float | None = None,
-) -> tuple[Event, ScoreEvent]:
-    """Run ``rule.scorer`` on a span's inputs and build the event that reports the outcome.
+    on_error: bool = False,
+    source: Any = None,
+) -> ScoreOutcome:
+    """Run ``rule.scorer`` on ``request`` and describe the outcome as every writer needs it.
 
-    Never raises (cancellation of the job aside): a scorer failure, ``BaseException``s such as
-    ``SystemExit`` included, becomes an event with ``error.type``. A scorer still running after
-    ``job_timeout`` seconds is cancelled and reported with ``error.type=timeout`` (a scorer
-    that blocks its thread instead of awaiting cannot be cancelled).
+    Args:
+        request: what to score.
+        rule: the rule that selected the request (scorer, threshold, extractors).
+        job_timeout: seconds before the scorer is cancelled and the outcome reports
+            ``error.type=timeout``; None for no limit (a scorer that blocks its thread instead
+            of awaiting cannot be cancelled).
+        on_error: the request was selected only because the operation failed; the outcome's
+            attributes then carry ``tracescore.selected_on_error=true``.
+        source: the span the request was read from, handed to the rule's user extractors
+            (``(span, call_input) -> value``); None when there is none.
+
+    Never raises (cancellation of the calling task aside): a scorer failure, ``BaseException``s
+    such as ``SystemExit`` included, becomes an outcome with ``error_type``.
     """
     scorer = rule.scorer
-    scorer_id = str(getattr(scorer, "id", "custom"))
-    try:
-        kwargs: dict[str, Any] = {"input": inputs.input, "output": inputs.output}
-        for name, extract in rule.extractors.items():
-            kwargs[name] = extract(span, inputs)
-        if getattr(scorer, "uses_context", False):
-            kwargs["context"] = documents or []
-        if getattr(scorer, "uses_tool_calls", False) and "tool_calls" not in kwargs:
-            kwargs["tool_calls"] = tool_calls or []
-    except Exception as exc:
-        outcome = _failed(scorer_id, exc)
+    scorer_id = str(scorer.id)
+    started = time.monotonic()
+    if request.content_missing is not None and request.input is None and request.output is None:
+        ran = ScorerOutcome(None, None, request.content_missing, None)
     else:
         try:
-            if job_timeout is None:
-                outcome = await run_scorer(scorer, kwargs)
-            else:
-                outcome = await _with_timeout(_contained(scorer_id, scorer, kwargs), job_timeout)
-        except asyncio.TimeoutError:
-            if _cancelled():
-                raise
-            outcome = ScorerOutcome(
-                None, None,
-                f"the scorer ran longer than the job timeout ({job_timeout:g} s) and was "
-                "cancelled", "timeout",
-            )
-        except BaseException as exc:  # noqa: BLE001 - on the worker thread nothing may escape
-            if _cancelled():
-                raise
-            outcome = _failed(scorer_id, exc)
+            kwargs = scorer_kwargs(request, scorer)
+            for name, extract in rule.extractors.items():
+                kwargs[name] = extract(source, request.input)
+        except Exception as exc:
+            ran = _failed(scorer_id, exc)
+        else:
+            ran = await _run_bounded(scorer_id, scorer, kwargs, job_timeout)
     label = None
-    if outcome.error_type is None:
-        label = label_for(
-            outcome.score, rule.threshold, bool(getattr(scorer, "higher_is_better", True))
-        )
-    attrs = evaluation_attributes(
-        scorer_id, outcome, label=label, sample_rate=float(rule.sample_rate)
-    )
-    score, error_type, result = outcome.score, outcome.error_type, outcome.result
-    ctx = span.context
-    assert ctx is not None
-    event = Event(sc.GEN_AI_EVALUATION_RESULT_EVENT, attrs, timestamp=time.time_ns())
-    return event, ScoreEvent(
+    if ran.error_type is None:
+        label = label_for(ran.score, rule.threshold, bool(scorer.higher_is_better))
+    attrs = evaluation_attributes(scorer_id, ran, label=label, sample_rate=rule.sample_rate)
+    if on_error:
+        attrs[sc.TRACESCORE_SELECTED_ON_ERROR] = True
+    return ScoreOutcome(
+        request=request,
         scorer_id=scorer_id,
-        score=score,
+        score=ran.score,
         label=label,
         explanation=attrs[sc.GEN_AI_EVALUATION_EXPLANATION],
-        error_type=error_type,
-        trace_id=ctx.trace_id,
-        span_id=ctx.span_id,
-        span_name=span.name,
-        attributes=dict(attrs),
-        result=result,
+        error_type=ran.error_type,
+        judge_model=ran.judge_model,
+        attributes=attrs,
+        timestamp=time.time_ns(),
+        duration=time.monotonic() - started,
+        result=ran.result,
+        source=source,
     )
+
+
+def scorer_kwargs(request: ScoringRequest, scorer: Any) -> dict[str, Any]:
+    """The keyword arguments of ``scorer.arun`` for ``request``: input and output, the trace's
+    documents for context scorers, the tool calls for tool-call scorers, the ground truth and
+    any other named inputs the request carries."""
+    kwargs: dict[str, Any] = {"input": request.input, "output": request.output}
+    if scorer.uses_context:
+        kwargs["context"] = list(request.documents)
+    if scorer.uses_tool_calls:
+        kwargs["tool_calls"] = [dict(call) for call in request.tool_calls]
+    if request.ground_truth is not None:
+        kwargs["ground_truth"] = request.ground_truth
+    kwargs.update(request.extra)
+    return kwargs
+
+
+async def _run_bounded(scorer_id: str, scorer: Any, kwargs: dict[str, Any],
+                       job_timeout: float | None) -> ScorerOutcome:
+    try:
+        if job_timeout is None:
+            return await run_scorer(scorer, kwargs)
+        return await _with_timeout(_contained(scorer_id, scorer, kwargs), job_timeout)
+    except asyncio.TimeoutError:
+        if _cancelled():
+            raise
+        return ScorerOutcome(
+            None, None,
+            f"the scorer ran longer than the job timeout ({job_timeout:g} s) and was "
+            "cancelled", "timeout",
+        )
+    except BaseException as exc:  # noqa: BLE001 - on the loop nothing may escape
+        if _cancelled():
+            raise
+        return _failed(scorer_id, exc)
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,6 @@ def env_judge_model() -> str | None:
 tracer: Any = None  # the tracer decorators use; None -> the global provider's
 capture_content: bool = _env.capture_content()
 max_content_length: int = _env.max_content_length()
-payload_sink: Any = None  # object with put_payload(span, payload), or None
 telemetry: Any = None  # the configured instance's Telemetry (judge call metrics), or None
 disabled: bool = _env.disabled()
 # A debugging switch: nothing in tracescore or its test suite sets it. Set it to True by hand

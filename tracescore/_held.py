@@ -1,0 +1,185 @@
+"""Spans held for their scores: each is exported exactly once.
+
+A sampled span is held from its end until every one of its scores is attached or its deadline
+passes, whichever comes first. Every path out (the last score, the deadline sweep, a flush, a
+shutdown) goes through ``_release`` under one lock, which marks the span exported; whoever flips
+that mark exports the span, so no span goes out twice or not at all. There is no other place a
+held span can be: the calling thread registers it here before its jobs are queued.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from opentelemetry.attributes import BoundedAttributes
+from opentelemetry.sdk.trace import Event, ReadableSpan
+from opentelemetry.sdk.util import BoundedList
+
+from ._stats import Stats
+
+Key = tuple[int, int]
+
+
+class Held:
+    """One held span: its jobs still pending and the events attached so far."""
+
+    __slots__ = ("span", "pending", "events", "exported", "deadline")
+
+    def __init__(self, span: ReadableSpan, pending: int, deadline: float) -> None:
+        self.span = span
+        self.pending = pending
+        self.events: list[Event] = []
+        self.exported = False
+        self.deadline = deadline
+
+
+class HeldSpans:
+    """The held spans of one scoring processor.
+
+    Args:
+        export: hands one finished span to the export processor (must not block).
+        stats: the counters to keep (``spans_held``, ``deadline_exports``).
+        max_held: spans held at once; None for no cap.
+    """
+
+    def __init__(self, export: Callable[[ReadableSpan], None], stats: Stats,
+                 max_held: int | None = None) -> None:
+        self._export = export
+        self._stats = stats
+        self.max_held = max_held
+        self._lock = threading.Lock()
+        # Insertion order is end order, and every span has the same score_timeout, so the
+        # oldest deadline is always at the front.
+        self._spans: dict[Key, Held] = {}
+
+    def __len__(self) -> int:
+        return len(self._spans)
+
+    def full(self) -> bool:
+        """Whether ``max_held`` spans are held (a hint: ``hold`` decides for certain)."""
+        return self.max_held is not None and len(self._spans) >= self.max_held
+
+    def hold(self, span: ReadableSpan, jobs: int, deadline: float) -> Held | None:
+        """Hold ``span`` for ``jobs`` scores until ``deadline`` (monotonic seconds). None
+        when ``max_held`` spans are held already (the caller exports it unscored)."""
+        ctx = span.context
+        assert ctx is not None
+        held = Held(span, jobs, deadline)
+        with self._lock:
+            if self.max_held is not None and len(self._spans) >= self.max_held:
+                return None
+            self._spans[(ctx.trace_id, ctx.span_id)] = held
+            self._stats.spans_held = len(self._spans)
+        return held
+
+    def unhold(self, held: Held) -> bool:
+        """Give ``held`` back (its jobs were refused). True when it was still held: the caller
+        then exports the span itself; False when another path exported it already."""
+        with self._lock:
+            return self._release(held)
+
+    def attach(self, key: Key, event: Event) -> bool:
+        """Attach one score's event to the held span ``key``; export the span when it was the
+        last one pending. False when the span is not held (it went out already): the caller
+        sends the event on a carrier span."""
+        export = False
+        with self._lock:
+            held = self._spans.get(key)
+            if held is None or held.exported:
+                return False
+            held.events.append(event)
+            held.pending -= 1
+            if held.pending <= 0:
+                export = self._release(held)
+        if export:
+            self._export_held(held)
+        return True
+
+    def expire(self, now: float) -> float | None:
+        """Export the held spans whose deadline passed. Returns the next deadline, or None
+        when nothing is held."""
+        expired: list[Held] = []
+        with self._lock:
+            for held in list(self._spans.values()):
+                if held.deadline > now:
+                    break
+                if self._release(held):
+                    expired.append(held)
+            self._stats.deadline_exports += len(expired)
+            first = next(iter(self._spans.values()), None)
+        self._export_all(expired)
+        return None if first is None else first.deadline
+
+    def release_all(self) -> int:
+        """Export every held span now with the scores it has (a flush or shutdown past its
+        deadline). Returns how many went out; their later scores go on carrier spans."""
+        with self._lock:
+            released = [h for h in list(self._spans.values()) if self._release(h)]
+            self._stats.deadline_exports += len(released)
+        self._export_all(released)
+        return len(released)
+
+    def forget_all(self) -> None:
+        """Forget every held span without exporting it (a child process after ``fork()``: the
+        parent exports them)."""
+        self._lock = threading.Lock()
+        self._spans.clear()
+        self._stats.spans_held = 0
+
+    def _release(self, held: Held) -> bool:
+        """Mark ``held`` exported and forget it; the caller holds the lock. True if it was
+        still held, i.e. the caller now owns its export."""
+        if held.exported:
+            return False
+        held.exported = True
+        ctx = held.span.context
+        assert ctx is not None
+        self._spans.pop((ctx.trace_id, ctx.span_id), None)
+        self._stats.spans_held = len(self._spans)
+        return True
+
+    def _export_all(self, spans: Sequence[Held]) -> None:
+        for held in spans:
+            self._export_held(held)
+
+    def _export_held(self, held: Held) -> None:
+        span = held.span
+        if held.events:
+            span = with_events(span, held.events)
+        self._export(span)
+
+
+def with_events(span: ReadableSpan, extra: Sequence[Event]) -> ReadableSpan:
+    """A copy of ``span`` with ``extra`` events appended, built with the public constructor,
+    keeping the counts of attributes, events and links the SDK dropped for its limits."""
+    attributes = BoundedAttributes(maxlen=None, attributes=dict(span.attributes or {}),
+                                   immutable=True)
+    attributes.dropped = span.dropped_attributes
+    events: BoundedList = BoundedList(None)
+    events.extend(tuple(span.events) + tuple(extra))
+    events.dropped = span.dropped_events
+    links: BoundedList = BoundedList(None)
+    links.extend(span.links)
+    links.dropped = span.dropped_links
+    return ReadableSpan(
+        name=span.name,
+        context=span.context,
+        parent=span.parent,
+        resource=span.resource,
+        attributes=attributes,
+        events=events,
+        links=links,
+        kind=span.kind,
+        status=span.status,
+        start_time=span.start_time,
+        end_time=span.end_time,
+        instrumentation_scope=span.instrumentation_scope,
+    )
+
+
+def key_of(span: Any) -> Key:
+    """``(trace_id, span_id)`` of a span."""
+    ctx = span.context
+    return (ctx.trace_id, ctx.span_id)

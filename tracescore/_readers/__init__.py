@@ -1,0 +1,61 @@
+"""Readers: one module per span source, each turning an ended span into what scoring needs.
+
+A reader answers four questions about a span it accepts, all cheap, all on the thread that ended
+the span:
+
+- ``accepts(span)``: is this span from my source? (instrumentation scope, attributes)
+- ``kind(span)``: which normalised kind is it (``agent``/``retrieval``/``tool``/``llm``), or None;
+- ``observe(span, kind, buffer)``: put what later spans of the trace need into the trace buffer
+  (a retrieval's documents, a tool call);
+- ``read(span, kind)``: the input, output and error to score, or why there is no content.
+
+The scoring processor asks the registered readers in order and the first that accepts a span
+reads it; the generic reader, last, accepts every span. Adding a source is one new module with
+one ``Reader`` class, registered with ``register()``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ._base import Content, Reader, attributes_of, scope_name
+from .generic import GenericReader
+from .tracescore import TracescoreReader
+
+__all__ = ["Content", "Reader", "attributes_of", "reader_for", "register", "scope_name",
+           "unregister"]
+
+_readers: list[Reader] = [TracescoreReader(), GenericReader()]
+
+
+def register(reader: Reader, *, first: bool = True) -> None:
+    """Add a reader; by default ahead of those registered before (more specific first). The
+    generic reader always stays last.
+
+    Raises:
+        TypeError: ``reader`` lacks a member of the ``Reader`` protocol.
+    """
+    if not isinstance(reader, Reader):
+        raise TypeError(f"{type(reader).__name__} is not a tracescore Reader (needs name, "
+                        "accepts, kind, observe, read)")
+    if first:
+        _readers.insert(0, reader)
+    else:
+        _readers.insert(max(0, len(_readers) - 1), reader)
+
+
+def unregister(reader: Reader) -> None:
+    """Remove a reader registered with ``register()``; unknown readers are ignored."""
+    if reader in _readers:
+        _readers.remove(reader)
+
+
+def reader_for(span: Any) -> Reader:
+    """The first registered reader that accepts ``span`` (the generic reader at worst)."""
+    for reader in _readers:
+        try:
+            if reader.accepts(span):
+                return reader
+        except Exception:  # a broken reader must not cost the span its export
+            continue
+    return _readers[-1]

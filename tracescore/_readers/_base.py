@@ -1,0 +1,58 @@
+"""The reader interface and what a reader returns (see ``tracescore._readers``)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol, runtime_checkable
+
+from .._trace_buffer import TraceBuffer
+
+
+@dataclass(frozen=True)
+class Content:
+    """What a reader found to score on one span.
+
+    Attributes:
+        input: the operation's input (a string, chat messages, or any JSON-like value).
+        output: the operation's output; for a retrieval, the documents' contents.
+        error: the operation's exception as ``"Type: message"`` when it failed.
+        missing: why there is no content to score, when there is none (for example the
+            instrumentation's content capture is off, and which switch turns it on).
+    """
+
+    input: Any = None
+    output: Any = None
+    error: str | None = None
+    missing: str | None = None
+
+
+@runtime_checkable
+class Reader(Protocol):
+    """What the scoring processor needs of a span source. See the module docstring.
+
+    The span is an OpenTelemetry ``ReadableSpan`` (one the SDK ended, or one built from OTLP
+    data); readers only read its public properties.
+    """
+
+    name: str
+
+    def accepts(self, span: Any) -> bool: ...
+
+    def kind(self, span: Any) -> str | None: ...
+
+    def observe(self, span: Any, kind: str | None, buffer: TraceBuffer) -> None: ...
+
+    def read(self, span: Any, kind: str | None) -> Content: ...
+
+
+def scope_name(span: Any) -> str:
+    """The name of the instrumentation scope that made ``span`` ("" when unknown)."""
+    scope = getattr(span, "instrumentation_scope", None)
+    return str(getattr(scope, "name", "") or "") if scope is not None else ""
+
+
+def attributes_of(span: Any) -> Mapping[str, Any]:
+    """``span.attributes``, or an empty mapping."""
+    attrs = getattr(span, "attributes", None)
+    return attrs if attrs is not None else {}

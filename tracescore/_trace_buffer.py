@@ -1,0 +1,204 @@
+"""What a trace's earlier spans left for the scoring of its later ones.
+
+Context scorers judge the documents that the trace's retrieval spans returned; tool-call scorers
+judge the tool calls made under the scored span. Those spans end before the span they serve, so
+their documents and calls wait here, per trace, until the trace's local root ends.
+
+Bounded by traces, by bytes and by items per trace. What is evicted to stay within the bounds is
+counted by cause (``stats().trace_buffer_evictions``), never dropped silently: a context scorer
+that then finds no documents says so in its reason.
+"""
+
+from __future__ import annotations
+
+import itertools
+import sys
+import threading
+from collections import Counter, OrderedDict
+from collections.abc import Mapping
+from typing import Any
+
+DEFAULT_MAX_TRACES = 10_000
+DEFAULT_MAX_BYTES = 64 * 1024 * 1024
+DEFAULT_MAX_ITEMS_PER_TRACE = 1_000
+# Spans remembered per trace for the tool-call ancestry (parent links only: 3 ints each).
+_MAX_SPANS_PER_TRACE = 10_000
+# Parent links never count as bytes of their own beyond this fixed estimate.
+_SPAN_LINK_BYTES = 100
+
+
+class _Trace:
+    __slots__ = ("documents", "tool_calls", "parents", "size")
+
+    def __init__(self) -> None:
+        self.documents: list[tuple[int, tuple[str, ...]]] = []
+        self.tool_calls: list[tuple[int, int, Mapping[str, Any]]] = []
+        self.parents: dict[int, int | None] = {}
+        self.size = 0
+
+
+class TraceBuffer:
+    """Documents and tool calls per in-flight trace, bounded and with evictions counted.
+
+    Args:
+        max_traces: traces remembered at once; the oldest is evicted past it.
+        max_bytes: approximate bytes of content remembered in total (strings count their
+            length; other values an estimate); the oldest traces are evicted past it.
+        max_items_per_trace: retrievals and tool calls remembered per trace; a long-lived
+            root (a worker loop decorated as an agent) keeps its latest ones.
+
+    Thread-safe: spans end on any thread.
+    """
+
+    def __init__(self, max_traces: int = DEFAULT_MAX_TRACES,
+                 max_bytes: int = DEFAULT_MAX_BYTES,
+                 max_items_per_trace: int = DEFAULT_MAX_ITEMS_PER_TRACE) -> None:
+        self.max_traces = max(1, int(max_traces))
+        self.max_bytes = max(1, int(max_bytes))
+        self.max_items = max(1, int(max_items_per_trace))
+        self._lock = threading.Lock()
+        self._traces: OrderedDict[int, _Trace] = OrderedDict()
+        self._bytes = 0
+        self.evictions: Counter[str] = Counter()
+
+    @property
+    def size_bytes(self) -> int:
+        """Approximate bytes held now."""
+        return self._bytes
+
+    def __len__(self) -> int:
+        return len(self._traces)
+
+    # -- writing -------------------------------------------------------------------------------
+    def add_documents(self, trace_id: int, start_time: int, contents: tuple[str, ...]) -> None:
+        """Remember one retrieval's documents (their contents, in rank order)."""
+        size = sum(len(c) for c in contents) + 64
+        with self._lock:
+            trace = self._trace(trace_id)
+            if len(trace.documents) >= self.max_items:
+                _, dropped = trace.documents.pop(0)
+                self._shrink(trace, sum(len(c) for c in dropped) + 64)
+                self.evictions["items_per_trace"] += 1
+            trace.documents.append((start_time, contents))
+            self._grow(trace, size)
+            self._bound(keep=trace_id)
+
+    def add_tool_call(self, trace_id: int, span_id: int, start_time: int,
+                      call: Mapping[str, Any]) -> None:
+        """Remember one tool call (``name``, ``arguments``, ``result``, maybe ``error``)."""
+        size = _estimate(call)
+        with self._lock:
+            trace = self._trace(trace_id)
+            if len(trace.tool_calls) >= self.max_items:
+                dropped = trace.tool_calls.pop(0)
+                self._shrink(trace, _estimate(dropped[2]))
+                self.evictions["items_per_trace"] += 1
+            trace.tool_calls.append((start_time, span_id, call))
+            self._grow(trace, size)
+            self._bound(keep=trace_id)
+
+    def add_span(self, trace_id: int, span_id: int, parent_id: int | None) -> None:
+        """Remember a span's parent, so tool calls can be found under any ancestor."""
+        with self._lock:
+            trace = self._trace(trace_id)
+            if len(trace.parents) >= _MAX_SPANS_PER_TRACE:
+                del trace.parents[next(iter(trace.parents))]
+                self._shrink(trace, _SPAN_LINK_BYTES)
+            trace.parents[span_id] = parent_id
+            self._grow(trace, _SPAN_LINK_BYTES)
+            self._bound(keep=trace_id)
+
+    def end_trace(self, trace_id: int) -> None:
+        """Forget a trace (its local root ended: nothing later in this process needs it)."""
+        with self._lock:
+            trace = self._traces.pop(trace_id, None)
+            if trace is not None:
+                self._bytes -= trace.size
+
+    # -- reading -------------------------------------------------------------------------------
+    def documents(self, trace_id: int) -> tuple[str, ...]:
+        """The trace's retrieved documents in retrieval order (by the retrieval's start)."""
+        with self._lock:
+            trace = self._traces.get(trace_id)
+            entries = list(trace.documents) if trace is not None else []
+        entries.sort(key=lambda entry: entry[0])
+        return tuple(c for _, contents in entries for c in contents)
+
+    def tool_calls_under(self, trace_id: int, span_id: int) -> tuple[Mapping[str, Any], ...]:
+        """The tool calls made by ``span_id`` or its descendants, in call order."""
+        with self._lock:
+            trace = self._traces.get(trace_id)
+            if trace is None:
+                return ()
+            calls = sorted(trace.tool_calls, key=lambda entry: entry[0])
+            parents = dict(trace.parents)
+        found = []
+        for _, tool_span_id, call in calls:
+            node: int | None = tool_span_id
+            for _ in range(256):  # depth guard against malformed trees
+                if node is None or node == span_id:
+                    break
+                node = parents.get(node)
+            if node == span_id:
+                found.append(call)
+        return tuple(found)
+
+    # -- bounds (caller holds the lock) ------------------------------------------------------------
+    def _trace(self, trace_id: int) -> _Trace:
+        trace = self._traces.get(trace_id)
+        if trace is None:
+            trace = self._traces[trace_id] = _Trace()
+        return trace
+
+    def _grow(self, trace: _Trace, size: int) -> None:
+        trace.size += size
+        self._bytes += size
+
+    def _shrink(self, trace: _Trace, size: int) -> None:
+        trace.size -= size
+        self._bytes -= size
+
+    def _bound(self, keep: int) -> None:
+        while len(self._traces) > self.max_traces:
+            self._evict_oldest("traces", keep)
+        while self._bytes > self.max_bytes and len(self._traces) > 1:
+            if not self._evict_oldest("bytes", keep):
+                break
+
+    def _evict_oldest(self, cause: str, keep: int) -> bool:
+        trace_id = next(iter(self._traces))
+        if trace_id == keep:
+            # The trace being written is the oldest: evict the next one instead.
+            self._traces.move_to_end(trace_id)
+            trace_id = next(iter(self._traces))
+            if trace_id == keep:
+                return False
+        trace = self._traces.pop(trace_id)
+        self._bytes -= trace.size
+        self.evictions[cause] += 1
+        return True
+
+    def after_fork_in_child(self) -> None:
+        """The parent's lock may have been held at fork(): start afresh with a new one."""
+        self._lock = threading.Lock()
+
+
+def _estimate(value: Any, depth: int = 0) -> int:
+    """Approximate bytes of ``value`` without serialising it: strings by length, containers
+    from a sample of their first items (so a million-item result costs a hundred looks)."""
+    if isinstance(value, (str, bytes, bytearray)):
+        return len(value) + 50
+    if depth > 3:
+        return 64
+    if isinstance(value, Mapping):
+        items = list(itertools.islice(value.items(), 100))
+        sample = sum(_estimate(k, depth + 1) + _estimate(v, depth + 1) for k, v in items)
+        return 64 + (sample * len(value) // len(items) if items else 0)
+    if isinstance(value, (list, tuple, set, frozenset)):
+        seq = list(itertools.islice(value, 100))
+        sample = sum(_estimate(v, depth + 1) for v in seq)
+        return 64 + (sample * len(value) // len(seq) if seq else 0)
+    try:
+        return sys.getsizeof(value)
+    except Exception:
+        return 64
