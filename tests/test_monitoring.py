@@ -337,7 +337,9 @@ def test_judge_calls_recorded_with_genai_client_metrics(judge_server: JudgeServe
     ("azure/my-deployment", "azure.ai.openai"), ("gpt-4o-mini", "openai"),
 ])
 def test_judge_provider_name_follows_the_conventions(model: str, provider: str) -> None:
-    assert tracescore.Judge(model)._provider_name() == provider
+    from tracescore._judge.metrics import provider_name
+
+    assert provider_name(tracescore.Judge(model).model) == provider
 
 
 def test_jobs_cut_by_shutdown_are_counted_as_dropped() -> None:
