@@ -299,9 +299,8 @@ def test_scoring_rule_rejects_positional_arguments() -> None:
 
 # --- One module reads the environment -----------------------------------------------------------
 
-# Modules whose owners still have to switch their reads to _env (see the issue); the set may only
-# shrink. _judge_process.py hands the whole environment to its child, which is not a read.
-_PENDING = {"_decorators.py", "_judge.py"}
+# The judge's child process is handed the whole environment, which is not a read.
+_PENDING: set[str] = set()
 _READ = re.compile(r"os\.environ(?!\))|os\.getenv|getenv\(")
 
 

@@ -13,7 +13,6 @@ import contextlib
 import functools
 import inspect
 import logging
-import os
 import traceback
 from collections import deque
 from collections.abc import Callable
@@ -24,17 +23,16 @@ from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
+from . import _env, _handoff, _state
 from . import _semconv as sc
-from . import _handoff, _state
-from ._handoff import CallRecord
 from ._errors import ConfigurationError
+from ._handoff import CallRecord
 from ._serialize import to_documents, to_json, truncate, utf8_safe
+from ._suppress import is_suppressed
 
 logger = logging.getLogger("tracescore")
 
 F = TypeVar("F", bound=Callable[..., Any])
-
-_SUPPRESS_KEY = getattr(otel_context, "_SUPPRESS_INSTRUMENTATION_KEY", "suppress_instrumentation")
 
 # OpenInference's flattened documents cost three attributes each; past this many they would push
 # the span's own attributes (its kind, its input) out of the SDK's 128-attribute limit.
@@ -50,10 +48,6 @@ _KINDS: dict[str, tuple[str, str, str]] = {
     "tool": (sc.OPERATION_EXECUTE_TOOL, sc.OPERATION_EXECUTE_TOOL, sc.OI_KIND_TOOL),
     "llm": (sc.OPERATION_CHAT, sc.OPERATION_CHAT, sc.OI_KIND_LLM),
 }
-
-
-def _env_disabled() -> bool:
-    return os.environ.get("TRACESCORE_DISABLED", "").strip().lower() in ("1", "true", "yes", "on")
 
 
 class _Spec:
@@ -345,7 +339,7 @@ def _internal_error(what: str) -> None:
 
 
 def _bypass() -> bool:
-    return _state.disabled or bool(otel_context.get_value(_SUPPRESS_KEY))
+    return _state.disabled or is_suppressed()
 
 
 def _join(items: list[Any]) -> Any:
@@ -362,7 +356,7 @@ def _make(kind: str, func: Any, **options: Any) -> Any:
             f"@tracescore.{kind} decorates a function or method, got {type(func).__name__}; "
             f"use @tracescore.{kind} or @tracescore.{kind}(name=...)"
         )
-    if _env_disabled():
+    if _env.disabled():
         return func
     try:
         return _wrap(kind, func, options)
