@@ -39,7 +39,7 @@ from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult  # noq
 from pydantic import BaseModel  # noqa: E402
 
 import tracescore  # noqa: E402
-from tests.judge_server import JudgeServer, make_judge  # noqa: E402
+from tracescore.testing import ScriptedJudge as JudgeServer, make_judge  # noqa: E402
 from tracescore.scorers import create_answer_relevancy_scorer  # noqa: E402
 
 CALLS_PER_ITEM = 3

@@ -39,7 +39,7 @@ from typing import Any
 os.environ.setdefault("LITELLM_OFFLINE_MODE", "true")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tests.judge_server import JudgeServer, make_judge  # noqa: E402
+from tracescore.testing import ScriptedJudge as JudgeServer, make_judge  # noqa: E402
 from tracescore import scorers  # noqa: E402
 
 # -- the sample ----------------------------------------------------------------------------------

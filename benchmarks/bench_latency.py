@@ -70,7 +70,7 @@ ANSWER_RELEVANCY_ROUTES: dict[str, Any] = {
 _CHILD = """
 import json, sys
 sys.path.insert(0, sys.argv[1])
-from tests.judge_server import JudgeServer
+from tracescore.testing import ScriptedJudge as JudgeServer
 server = JudgeServer()
 server.delay = float(sys.argv[2])
 for name, reply in json.loads(sys.argv[3]).items():
@@ -120,7 +120,7 @@ class InProcessJudge:
 
     def __init__(self, delay: float, routes: dict[str, Any]) -> None:
         sys.path.insert(0, str(REPO))
-        from tests.judge_server import JudgeServer
+        from tracescore.testing import ScriptedJudge as JudgeServer
 
         self._server = JudgeServer()
         self._server.delay = delay

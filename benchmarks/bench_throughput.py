@@ -233,10 +233,12 @@ def _frame_key(frame: str) -> str:
 
 # Where a GIL sample's time goes, by the first rule that matches its stack (frame keys).
 _CATEGORIES: list[tuple[str, Callable[[list[str]], bool]]] = [
-    ("tracescore -> litellm.completion_cost  (tracescore/_judge.py:_cost)",
-     lambda ks: any(k == "tracescore/_judge.py:_cost" for k in ks)),
-    ("tracescore -> JSON schema for response_format  (tracescore/_judge.py:_response_format)",
-     lambda ks: any(k == "tracescore/_judge.py:_response_format" for k in ks)),
+    ("tracescore -> litellm.completion_cost  (tracescore/_judge/metrics.py:cost)",
+     lambda ks: any(k in ("tracescore/_judge/metrics.py:cost", "tracescore/_judge.py:_cost")
+                    for k in ks)),
+    ("tracescore -> JSON schema for response_format  (tracescore/_judge/output.py)",
+     lambda ks: any(k in ("tracescore/_judge/output.py:response_format",
+                          "tracescore/_judge.py:_response_format") for k in ks)),
     ("litellm.acompletion and its threads  (the raw call: the ceiling does this too)",
      lambda ks: any(k.startswith("litellm/") for k in ks)),
     ("tracescore, no litellm below  (scorer, judge, worker, processor, decorator)",
