@@ -44,7 +44,15 @@ from ._evals_results import (
     TargetError,
     Verdict,
 )
-from ._scoring import ScorerOutcome, evaluation_attributes, label_for, run_scorer
+from ._request import ScoringRequest
+from ._scorer import as_scorer
+from ._scoring import (
+    ScorerOutcome,
+    evaluation_attributes,
+    label_for,
+    run_scorer,
+    scorer_kwargs,
+)
 from ._serialize import to_json
 
 __all__ = [
@@ -158,6 +166,10 @@ def _specs(scorers: Any, gates: Any) -> list[_Spec]:
     seen: dict[str, Any] = {}
 
     def add(scorer: Any, threshold: float | None, gate: bool) -> None:
+        try:
+            scorer = as_scorer(scorer)
+        except TypeError as exc:
+            raise ConfigurationError(str(exc)) from exc
         scorer_id = str(scorer.id)
         if scorer_id in seen:
             raise ConfigurationError(
@@ -431,17 +443,11 @@ class _Run:
         )
 
     async def score(self, item: EvalItem, output: Any, span: Span | None) -> dict[str, ItemScore]:
-        kwargs: dict[str, Any] = {
-            "input": item.input,
-            "output": output,
-            "ground_truth": item.ground_truth,
-        }
-        if item.context is not None:
-            kwargs["context"] = item.context
-        kwargs.update(item.scorer_inputs)
+        request = _request_for(item, output, span)
         # The scorers of one item run at once; each one's judge calls go through its arun().
         outcomes: list[ScorerOutcome] = await asyncio.gather(
-            *(run_scorer(spec.scorer, dict(kwargs)) for spec in self.specs)
+            *(run_scorer(spec.scorer, _item_kwargs(request, item, spec.scorer))
+              for spec in self.specs)
         )
         scores: dict[str, ItemScore] = {}
         for spec, outcome in zip(self.specs, outcomes, strict=True):
@@ -778,3 +784,31 @@ def run_evals(
         raise box["error"]
     result: EvalResult = box["result"]
     return result
+
+
+def _request_for(item: EvalItem, output: Any, span: Span | None) -> ScoringRequest:
+    """One dataset item and the target's output as the request every scorer is run on, the
+    same form online scoring reads from spans."""
+    ctx = span.get_span_context() if span is not None else None
+    return ScoringRequest(
+        input=item.input,
+        output=output,
+        documents=tuple(item.context or ()),
+        ground_truth=item.ground_truth,
+        extra=dict(item.scorer_inputs),
+        trace_id=ctx.trace_id if ctx is not None else 0,
+        span_id=ctx.span_id if ctx is not None else 0,
+        span_name=getattr(span, "name", "") or "",
+        kind="agent",
+    )
+
+
+def _item_kwargs(request: ScoringRequest, item: EvalItem, scorer: Any) -> dict[str, Any]:
+    """The scorer's arguments for one item: as online (``scorer_kwargs``), except that every
+    scorer sees the item's ground truth and, when the item has one, its context (a dataset
+    row states what each item offers; a custom scorer may read it without declaring it)."""
+    kwargs = scorer_kwargs(request, scorer)
+    kwargs.setdefault("ground_truth", item.ground_truth)
+    if item.context is not None:
+        kwargs["context"] = list(item.context)
+    return kwargs

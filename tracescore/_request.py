@@ -29,7 +29,8 @@ class ScoringRequest:
             JSON-like value; None when the source carried none.
         output: the operation's output, likewise. For a retrieval, the documents' contents.
         documents: the contents of the documents retrieved earlier in the same trace, in
-            retrieval order (context scorers judge these).
+            retrieval order (context scorers judge these); for an evaluation item, its context
+            pieces as the dataset gives them (strings or documents).
         tool_calls: the tool calls made under the scored operation, in call order, each a dict
             with ``name``, ``arguments``, ``result`` and, when the tool failed, ``error``.
         ground_truth: the expected answer, when the source has one (evaluation datasets).
@@ -52,7 +53,7 @@ class ScoringRequest:
 
     input: Any = None
     output: Any = None
-    documents: tuple[str, ...] = ()
+    documents: tuple[Any, ...] = ()
     tool_calls: tuple[Mapping[str, Any], ...] = ()
     ground_truth: Any = None
     extra: Mapping[str, Any] = field(default_factory=dict)
