@@ -20,7 +20,6 @@ Example:
 from typing import TYPE_CHECKING, Any
 
 from ._config import (
-    ScoringRule,
     Tracescore,
     __version__,
     configure,
@@ -44,6 +43,7 @@ from ._errors import (
 )
 from ._exporters import FileSpanExporter
 from ._judge import Judge
+from ._rules import ScoringRule
 from ._stats import Stats
 from ._writers.callback import ScoreEvent
 

@@ -12,19 +12,13 @@ Scorers stay pure: this module calls their ``arun`` and never looks inside them.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import contextvars
-import inspect
 import logging
-import math
 import sys
 import threading
 import time
 import uuid
-from collections import Counter
-from collections.abc import Callable, Iterator, Mapping
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from collections.abc import Callable
 from datetime import datetime, timezone
 from typing import Any
 
@@ -39,21 +33,11 @@ from ._evals_results import (
     EvalItemResult,
     EvalResult,
     ItemScore,
-    ItemStatus,
     ScorerSummary,
     TargetError,
-    Verdict,
 )
-from ._request import ScoringRequest
-from ._scorer import as_scorer
-from ._scoring import (
-    ScorerOutcome,
-    evaluation_attributes,
-    label_for,
-    run_scorer,
-    scorer_kwargs,
-)
-from ._serialize import to_json
+from ._evals_run import EvalRun
+from ._evals_specs import build_specs, check_needs, decide_verdict, summarise
 
 __all__ = [
     "EvalItem",
@@ -70,453 +54,6 @@ logger = logging.getLogger("tracescore")
 
 # Span and attribute names of experiments. They belong in ``_semconv`` (all names in one
 # module); they live here until that module, owned elsewhere, takes them over.
-EXPERIMENT_SPAN_PREFIX = "experiment"
-ITEM_SPAN_PREFIX = "eval_item"
-TRACESCORE_EXPERIMENT_NAME = "tracescore.experiment.name"
-TRACESCORE_EXPERIMENT_ID = "tracescore.experiment.id"
-TRACESCORE_EXPERIMENT_ITEMS = "tracescore.experiment.items"
-TRACESCORE_EXPERIMENT_CONCURRENCY = "tracescore.experiment.concurrency"
-TRACESCORE_EXPERIMENT_VERDICT = "tracescore.experiment.verdict"
-TRACESCORE_EXPERIMENT_TARGET_ERRORS = "tracescore.experiment.target_errors"
-TRACESCORE_EXPERIMENT_SCORE_PREFIX = "tracescore.experiment.score."  # + scorer id: the mean
-TRACESCORE_EXPERIMENT_ITEM_INDEX = "tracescore.experiment.item.index"
-TRACESCORE_EXPERIMENT_ITEM_ID = "tracescore.experiment.item.id"
-TRACESCORE_EXPERIMENT_ITEM_GROUND_TRUTH = "tracescore.experiment.item.ground_truth"
-OI_KIND_CHAIN = "CHAIN"
-OI_METADATA = "metadata"
-
-# Every item is evaluated: the sample rate stamped on eval events (so that aggregates over
-# online and eval scores re-weight correctly) is 1.
-_EVAL_SAMPLE_RATE = 1.0
-
-
-# -- the scorers of a run -----------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class _Spec:
-    scorer: Any
-    id: str
-    threshold: float | None
-    gate: bool
-    higher_is_better: bool
-    scale: float
-
-    @property
-    def required(self) -> float | None:
-        """What each item's label and the mean are compared with: a gate's best score, else
-        the threshold."""
-        if self.gate:
-            return self.scale if self.higher_is_better else 0.0
-        return self.threshold
-
-
-def _is_scorer(obj: Any) -> bool:
-    return callable(getattr(obj, "arun", None)) and bool(getattr(obj, "id", None))
-
-
-def _number(value: Any, what: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise ConfigurationError(f"{what} must be a finite number, got {value!r}")
-    return float(value)
-
-
-def _specs(scorers: Any, gates: Any) -> list[_Spec]:
-    if isinstance(scorers, (str, bytes, Mapping)) or not isinstance(scorers, (list, tuple)):
-        raise ConfigurationError(
-            "run_evals(scorers=[...]) takes a list of scorers or of "
-            "{'scorer': scorer, 'threshold': 0.7}"
-        )
-    if gates is None:
-        gates = []
-    if isinstance(gates, (str, bytes, Mapping)) or not isinstance(gates, (list, tuple)):
-        raise ConfigurationError("run_evals(gates=[...]) takes a list of scorers")
-    entries: list[tuple[Any, float | None]] = []
-    for i, entry in enumerate(scorers):
-        where = f"scorers[{i}]"
-        if isinstance(entry, Mapping):
-            unknown = sorted(set(entry) - {"scorer", "threshold"})
-            if unknown or "scorer" not in entry:
-                extra = f"; unknown {', '.join(map(repr, unknown))}" if unknown else ""
-                raise ConfigurationError(
-                    f"{where}: write {{'scorer': scorer, 'threshold': 0.7}} "
-                    f"(threshold optional){extra}"
-                )
-            scorer = entry["scorer"]
-            threshold = entry.get("threshold")
-            if threshold is not None:
-                threshold = _number(threshold, f"{where} threshold")
-        else:
-            scorer, threshold = entry, None
-        if not _is_scorer(scorer):
-            raise ConfigurationError(
-                f"{where}: expected a scorer from tracescore.scorers (an object with an id and "
-                f"arun()), got {type(scorer).__name__}"
-            )
-        entries.append((scorer, threshold))
-    gate_objects = []
-    for i, gate in enumerate(gates):
-        if not _is_scorer(gate):
-            raise ConfigurationError(
-                f"gates[{i}]: expected a scorer from tracescore.scorers, got {type(gate).__name__}"
-            )
-        gate_objects.append(gate)
-
-    specs: list[_Spec] = []
-    seen: dict[str, Any] = {}
-
-    def add(scorer: Any, threshold: float | None, gate: bool) -> None:
-        try:
-            scorer = as_scorer(scorer)
-        except TypeError as exc:
-            raise ConfigurationError(str(exc)) from exc
-        scorer_id = str(scorer.id)
-        if scorer_id in seen:
-            raise ConfigurationError(
-                f"two scorers have the id {scorer_id!r}: results are keyed by scorer id, so "
-                "each id may appear once (a scorer listed in scorers and gates counts once)"
-            )
-        seen[scorer_id] = scorer
-        scale = getattr(scorer, "scale", 1.0)
-        specs.append(
-            _Spec(
-                scorer=scorer,
-                id=scorer_id,
-                threshold=threshold,
-                gate=gate,
-                higher_is_better=bool(getattr(scorer, "higher_is_better", True)),
-                scale=float(scale) if isinstance(scale, (int, float)) else 1.0,
-            )
-        )
-
-    gate_ids = {id(g) for g in gate_objects}
-    for scorer, threshold in entries:
-        add(scorer, threshold, id(scorer) in gate_ids)
-    listed = {id(s) for s, _ in entries}
-    for gate in gate_objects:
-        if id(gate) not in listed:
-            add(gate, None, True)
-    if not specs:
-        raise ConfigurationError("run_evals needs at least one scorer (scorers=[...] or gates)")
-    return specs
-
-
-def _check_needs(specs: list[_Spec], items: list[EvalItem]) -> None:
-    """Refuse a run in which a scorer cannot score a single item for want of a data key."""
-    has_truth = any(item.ground_truth is not None for item in items)
-    for spec in specs:
-        if getattr(spec.scorer, "requires_ground_truth", False) and not has_truth:
-            raise ConfigurationError(
-                f"scorer {spec.id!r} compares with a ground truth, but no data item has "
-                "'ground_truth'"
-            )
-        for name in getattr(spec.scorer, "run_inputs", ()) or ():
-            if not any(name in item.scorer_inputs for item in items):
-                raise ConfigurationError(
-                    f"scorer {spec.id!r} needs {name!r} for each item: add "
-                    f"'scorer_inputs': {{{name!r}: ...}} to the data items, or give it to the "
-                    "scorer factory"
-                )
-
-
-# -- verdict ------------------------------------------------------------------------------------
-
-
-def _fmt(value: float) -> str:
-    return f"{value:.4g}"
-
-
-def _summarise(spec: _Spec, results: list[EvalItemResult]) -> ScorerSummary:
-    outcomes = [r.scores[spec.id] for r in results]
-    values = [o.score for o in outcomes if o.status == "scored" and o.score is not None]
-    counts = Counter(o.status for o in outcomes)
-    error_types = Counter(o.error_type or "scorer_error" for o in outcomes if o.status == "error")
-    # fsum: exactly rounded, so the mean does not depend on the order items finished in.
-    mean = math.fsum(values) / len(values) if values else None
-    problems: list[str] = []
-    who = f"gate {spec.id}" if spec.gate else spec.id
-    required = spec.required
-    if mean is None:
-        if spec.gate or required is not None:
-            problems.append(f"{who}: no item could be scored")
-    elif required is not None and label_for(mean, required, spec.higher_is_better) != sc.LABEL_PASS:
-        if spec.gate:
-            problems.append(
-                f"{who}: mean {_fmt(mean)} instead of {_fmt(required)} (a gate must reach its "
-                "best score on every item)"
-            )
-        elif spec.higher_is_better:
-            problems.append(f"{who}: mean {_fmt(mean)} is below the threshold {_fmt(required)}")
-        else:
-            problems.append(
-                f"{who}: mean {_fmt(mean)} is above the threshold {_fmt(required)} "
-                "(lower is better)"
-            )
-    if error_types:
-        detail = ", ".join(f"{k}: {v}" for k, v in sorted(error_types.items()))
-        problems.append(f"{who}: failed on {counts['error']} item(s) ({detail})")
-    if spec.gate and counts["skipped"]:
-        problems.append(f"{who}: {counts['skipped']} item(s) not judged because the target raised")
-    return ScorerSummary(
-        scorer_id=spec.id,
-        mean=mean,
-        scored=counts["scored"],
-        not_scorable=counts["not_scorable"],
-        errors=counts["error"],
-        skipped=counts["skipped"],
-        error_types=dict(sorted(error_types.items())),
-        threshold=required,
-        gate=spec.gate,
-        higher_is_better=spec.higher_is_better,
-        scale=spec.scale,
-        passed=not problems,
-        problems=tuple(problems),
-    )
-
-
-def _verdict(
-    summaries: list[ScorerSummary], results: list[EvalItemResult]
-) -> tuple[Verdict, tuple[str, ...]]:
-    failed = [p for s in summaries if s.gate for p in s.problems]
-    scored = [p for s in summaries if not s.gate for p in s.problems]
-    errors = Counter(r.error.type for r in results if r.error is not None)
-    if errors:
-        detail = ", ".join(f"{k}: {v}" for k, v in sorted(errors.items()))
-        scored.append(
-            f"the target raised on {sum(errors.values())} of {len(results)} item(s) ({detail})"
-        )
-    if failed:
-        return "failed", tuple(failed + scored)
-    if scored:
-        return "scored", tuple(scored)
-    return "passed", ()
-
-
-# -- running ------------------------------------------------------------------------------------
-
-
-def _join(items: list[Any]) -> Any:
-    if items and all(isinstance(i, str) for i in items):
-        return "".join(items)
-    return items
-
-
-def _call_sync(target: Callable[[Any], Any], value: Any) -> Any:
-    out = target(value)
-    if inspect.isgenerator(out):
-        # A streaming target: score what it yielded (strings joined), as spans record it.
-        out = _join(list(out))
-    return out
-
-
-def _is_async(target: Any) -> bool:
-    if inspect.iscoroutinefunction(target) or inspect.isasyncgenfunction(target):
-        return True
-    call = getattr(target, "__call__", None)  # noqa: B004 - callable objects with async __call__
-    return inspect.iscoroutinefunction(call) or inspect.isasyncgenfunction(call)
-
-
-class _Run:
-    """One ``arun_evals`` call's state."""
-
-    def __init__(
-        self,
-        *,
-        items: list[EvalItem],
-        specs: list[_Spec],
-        target: Callable[..., Any],
-        concurrency: int,
-        on_item_complete: Callable[..., Any] | None,
-        name: str,
-        experiment_id: str,
-        tracer: trace.Tracer | None,
-    ) -> None:
-        self.items = items
-        self.specs = specs
-        self.target = target
-        self.target_is_async = _is_async(target)
-        self.concurrency = concurrency
-        self.on_item_complete = on_item_complete
-        self.name = name
-        self.experiment_id = experiment_id
-        self.tracer = tracer
-        self.capture = _state.capture_content
-        self.max_length = _state.max_content_length
-        self.pool: ThreadPoolExecutor | None = None
-        self.results: list[EvalItemResult | None] = [None] * len(items)
-
-    async def call_target(self, value: Any) -> Any:
-        if self.target_is_async:
-            out = self.target(value)
-        else:
-            if self.pool is None:
-                # One thread per item in flight: a blocking target overlaps up to
-                # ``concurrency`` calls, and may itself call asyncio.run().
-                self.pool = ThreadPoolExecutor(
-                    max_workers=self.concurrency, thread_name_prefix="tracescore-eval"
-                )
-            # The copied context carries the item span into the thread, so the target's own
-            # spans become its children.
-            ctx = contextvars.copy_context()
-            loop = asyncio.get_running_loop()
-            out = await loop.run_in_executor(self.pool, ctx.run, _call_sync, self.target, value)
-        if inspect.isawaitable(out):
-            out = await out
-        if inspect.isasyncgen(out):
-            out = _join([chunk async for chunk in out])
-        return out
-
-    def item_attributes(self, item: EvalItem) -> dict[str, Any]:
-        attrs: dict[str, Any] = {
-            sc.OPENINFERENCE_SPAN_KIND: OI_KIND_CHAIN,
-            TRACESCORE_EXPERIMENT_NAME: self.name,
-            TRACESCORE_EXPERIMENT_ID: self.experiment_id,
-            TRACESCORE_EXPERIMENT_ITEM_INDEX: item.index,
-        }
-        if item.id is not None:
-            attrs[TRACESCORE_EXPERIMENT_ITEM_ID] = item.id
-        if self.capture:
-            attrs[sc.INPUT_VALUE] = to_json(item.input, self.max_length)
-            attrs[sc.INPUT_MIME_TYPE] = sc.MIME_JSON
-            if item.ground_truth is not None:
-                attrs[TRACESCORE_EXPERIMENT_ITEM_GROUND_TRUTH] = to_json(
-                    item.ground_truth, self.max_length
-                )
-            if item.metadata:
-                attrs[OI_METADATA] = to_json(item.metadata, self.max_length)
-        return attrs
-
-    async def run_item(self, item: EvalItem, parent: Any) -> EvalItemResult:
-        span: Span | None = None
-        if self.tracer is not None:
-            span = self.tracer.start_span(
-                f"{ITEM_SPAN_PREFIX} {self.name}",
-                context=parent,
-                kind=SpanKind.INTERNAL,
-                attributes=self.item_attributes(item),
-            )
-        started = time.perf_counter()
-        output: Any = None
-        error: TargetError | None = None
-        scores: dict[str, ItemScore]
-        try:
-            use = (
-                trace.use_span(
-                    span, end_on_exit=False, record_exception=False, set_status_on_exception=False
-                )
-                if span is not None
-                else contextlib.nullcontext()
-            )
-            with use:
-                try:
-                    output = await self.call_target(item.input)
-                except Exception as exc:
-                    error = TargetError.from_exception(exc)
-                    if span is not None:
-                        span.record_exception(exc)
-                        description = f"{error.type}: {error.message}"[:1024]
-                        span.set_status(Status(StatusCode.ERROR, description))
-                        span.set_attribute(sc.ERROR_TYPE, error.type)
-                if error is None:
-                    if span is not None and self.capture:
-                        span.set_attribute(sc.OUTPUT_VALUE, to_json(output, self.max_length))
-                        span.set_attribute(sc.OUTPUT_MIME_TYPE, sc.MIME_JSON)
-                    scores = await self.score(item, output, span)
-                else:
-                    why = f"not scored: the target raised {error.type}: {error.message}"
-                    scores = {s.id: ItemScore(s.id, "skipped", None, None, why) for s in self.specs}
-        finally:
-            if span is not None:
-                span.end()
-        trace_id = span_id = None
-        if span is not None:
-            ctx = span.get_span_context()
-            trace_id, span_id = f"{ctx.trace_id:032x}", f"{ctx.span_id:016x}"
-        return EvalItemResult(
-            item=item,
-            output=output,
-            error=error,
-            scores=scores,
-            duration=time.perf_counter() - started,
-            trace_id=trace_id,
-            span_id=span_id,
-        )
-
-    async def score(self, item: EvalItem, output: Any, span: Span | None) -> dict[str, ItemScore]:
-        request = _request_for(item, output, span)
-        # The scorers of one item run at once; each one's judge calls go through its arun().
-        outcomes: list[ScorerOutcome] = await asyncio.gather(
-            *(run_scorer(spec.scorer, _item_kwargs(request, item, spec.scorer))
-              for spec in self.specs)
-        )
-        scores: dict[str, ItemScore] = {}
-        for spec, outcome in zip(self.specs, outcomes, strict=True):
-            label = None
-            if outcome.error_type is None:
-                label = label_for(outcome.score, spec.required, spec.higher_is_better)
-            status: ItemStatus
-            if outcome.error_type is not None:
-                status = "error"
-            elif outcome.score is None:
-                status = "not_scorable"
-            else:
-                status = "scored"
-            scores[spec.id] = ItemScore(
-                scorer_id=spec.id,
-                status=status,
-                score=outcome.score,
-                label=label,
-                reason=outcome.explanation,
-                error_type=outcome.error_type,
-                result=outcome.result,
-            )
-            if span is not None:
-                span.add_event(
-                    sc.GEN_AI_EVALUATION_RESULT_EVENT,
-                    evaluation_attributes(
-                        spec.id, outcome, label=label, sample_rate=_EVAL_SAMPLE_RATE
-                    ),
-                )
-        return scores
-
-    async def notify(self, result: EvalItemResult) -> None:
-        if self.on_item_complete is None:
-            return
-        out = self.on_item_complete(result.item, result.output, result.scores)
-        if inspect.isawaitable(out):
-            await out
-
-    async def run_all(self, parent: Any, bar: Any) -> None:
-        order: Iterator[int] = iter(range(len(self.items)))
-        failures = 0
-
-        async def worker() -> None:
-            nonlocal failures
-            # One shared iterator: next() never awaits, so workers cannot take the same item.
-            for index in order:
-                result = await self.run_item(self.items[index], parent)
-                self.results[index] = result
-                await self.notify(result)
-                if bar is not None:
-                    if result.error is not None or any(
-                        s.status == "error" for s in result.scores.values()
-                    ):
-                        failures += 1
-                        bar.set_postfix(errors=failures, refresh=False)
-                    bar.update(1)
-
-        tasks = [
-            asyncio.create_task(worker()) for _ in range(min(self.concurrency, len(self.items)))
-        ]
-        try:
-            await asyncio.gather(*tasks)
-        except BaseException:
-            # One worker raised (an on_item_complete callback) or the run was cancelled: stop
-            # the others before propagating.
-            for task in tasks:
-                task.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
-            raise
 
 
 def _progress_bar(progress: bool | None, total: int, name: str) -> Any:
@@ -555,8 +92,8 @@ async def arun_evals(
         >>> result = await tracescore.arun_evals(data=data, scorers=[scorer], target=agent)
     """
     items, source = load_items(data)
-    specs = _specs(scorers, gates)
-    _check_needs(specs, items)
+    specs = build_specs(scorers, gates)
+    check_needs(specs, items)
     if not callable(target):
         raise ConfigurationError(
             f"run_evals(target=...) takes a callable (sync or async), got {type(target).__name__}"
@@ -576,7 +113,7 @@ async def arun_evals(
 
     experiment_id = uuid.uuid4().hex
     tracer = _tracer()
-    run = _Run(
+    run = EvalRun(
         items=items,
         specs=specs,
         target=target,
@@ -592,14 +129,14 @@ async def arun_evals(
     parent: Any = None
     if tracer is not None:
         root = tracer.start_span(
-            f"{EXPERIMENT_SPAN_PREFIX} {experiment_name}",
+            f"{sc.EXPERIMENT_SPAN_PREFIX} {experiment_name}",
             kind=SpanKind.INTERNAL,
             attributes={
-                sc.OPENINFERENCE_SPAN_KIND: OI_KIND_CHAIN,
-                TRACESCORE_EXPERIMENT_NAME: experiment_name,
-                TRACESCORE_EXPERIMENT_ID: experiment_id,
-                TRACESCORE_EXPERIMENT_ITEMS: len(items),
-                TRACESCORE_EXPERIMENT_CONCURRENCY: concurrency,
+                sc.OPENINFERENCE_SPAN_KIND: sc.OI_KIND_CHAIN,
+                sc.TRACESCORE_EXPERIMENT_NAME: experiment_name,
+                sc.TRACESCORE_EXPERIMENT_ID: experiment_id,
+                sc.TRACESCORE_EXPERIMENT_ITEMS: len(items),
+                sc.TRACESCORE_EXPERIMENT_CONCURRENCY: concurrency,
             },
         )
         parent = trace.set_span_in_context(root)
@@ -622,16 +159,16 @@ async def arun_evals(
     results = [r for r in run.results if r is not None]
     trace_id = None
     try:
-        summaries = [_summarise(spec, results) for spec in specs]
-        verdict, reasons = _verdict(summaries, results)
+        summaries = [summarise(spec, results) for spec in specs]
+        verdict, reasons = decide_verdict(summaries, results)
         duration = time.perf_counter() - started
         target_errors = sum(1 for r in results if r.error is not None)
         if root is not None:
             for s in summaries:
                 if s.mean is not None:
-                    root.set_attribute(TRACESCORE_EXPERIMENT_SCORE_PREFIX + s.scorer_id, s.mean)
-            root.set_attribute(TRACESCORE_EXPERIMENT_VERDICT, verdict)
-            root.set_attribute(TRACESCORE_EXPERIMENT_TARGET_ERRORS, target_errors)
+                    root.set_attribute(sc.TRACESCORE_EXPERIMENT_SCORE_PREFIX + s.scorer_id, s.mean)
+            root.set_attribute(sc.TRACESCORE_EXPERIMENT_VERDICT, verdict)
+            root.set_attribute(sc.TRACESCORE_EXPERIMENT_TARGET_ERRORS, target_errors)
             trace_id = f"{root.get_span_context().trace_id:032x}"
     finally:
         if root is not None:
@@ -784,31 +321,3 @@ def run_evals(
         raise box["error"]
     result: EvalResult = box["result"]
     return result
-
-
-def _request_for(item: EvalItem, output: Any, span: Span | None) -> ScoringRequest:
-    """One dataset item and the target's output as the request every scorer is run on, the
-    same form online scoring reads from spans."""
-    ctx = span.get_span_context() if span is not None else None
-    return ScoringRequest(
-        input=item.input,
-        output=output,
-        documents=tuple(item.context or ()),
-        ground_truth=item.ground_truth,
-        extra=dict(item.scorer_inputs),
-        trace_id=ctx.trace_id if ctx is not None else 0,
-        span_id=ctx.span_id if ctx is not None else 0,
-        span_name=getattr(span, "name", "") or "",
-        kind="agent",
-    )
-
-
-def _item_kwargs(request: ScoringRequest, item: EvalItem, scorer: Any) -> dict[str, Any]:
-    """The scorer's arguments for one item: as online (``scorer_kwargs``), except that every
-    scorer sees the item's ground truth and, when the item has one, its context (a dataset
-    row states what each item offers; a custom scorer may read it without declaring it)."""
-    kwargs = scorer_kwargs(request, scorer)
-    kwargs.setdefault("ground_truth", item.ground_truth)
-    if item.context is not None:
-        kwargs["context"] = list(item.context)
-    return kwargs

@@ -58,6 +58,50 @@ OI_KIND_TOOL: Final = "TOOL"
 OI_KIND_LLM: Final = "LLM"
 OI_KIND_EVALUATOR: Final = "EVALUATOR"
 
+# --- Spans of other instrumentations (read by tracescore._readers) --------------------------------
+# OpenInference (openinference-semantic-conventions): flattened lists, "{prefix}.{i}.{suffix}".
+OI_CHAIN: Final = "CHAIN"  # a step or pipeline; see _readers/openinference.py for its kind
+LLM_INPUT_MESSAGES: Final = "llm.input_messages"  # llm.input_messages.{i}.message.*
+LLM_OUTPUT_MESSAGES: Final = "llm.output_messages"
+MESSAGE_ROLE: Final = "message.role"
+MESSAGE_CONTENT: Final = "message.content"
+MESSAGE_CONTENTS: Final = "message.contents"  # message.contents.{j}.message_content.*
+MESSAGE_CONTENT_TEXT: Final = "message_content.text"
+OI_REDACTED: Final = "__REDACTED__"  # what OPENINFERENCE_HIDE_* leave in place of a value
+EXCEPTION_EVENT: Final = "exception"
+EXCEPTION_TYPE: Final = "exception.type"
+EXCEPTION_MESSAGE: Final = "exception.message"
+
+# OTel GenAI conventions, gen_ai_latest_experimental (JSON strings with typed parts).
+GEN_AI_INPUT_MESSAGES: Final = "gen_ai.input.messages"
+GEN_AI_OUTPUT_MESSAGES: Final = "gen_ai.output.messages"
+GEN_AI_SYSTEM_INSTRUCTIONS: Final = "gen_ai.system_instructions"
+GEN_AI_RETRIEVAL_QUERY_TEXT: Final = "gen_ai.retrieval.query.text"
+GEN_AI_SYSTEM: Final = "gen_ai.system"  # deprecated for gen_ai.provider.name; older producers
+OPERATION_INVOKE_WORKFLOW: Final = "invoke_workflow"
+OPERATION_TEXT_COMPLETION: Final = "text_completion"
+OPERATION_GENERATE_CONTENT: Final = "generate_content"
+OPERATION_EMBEDDINGS: Final = "embeddings"
+OPERATION_CREATE_AGENT: Final = "create_agent"
+# Older GenAI conventions: content as span events with a JSON attribute.
+GEN_AI_CONTENT_PROMPT_EVENT: Final = "gen_ai.content.prompt"
+GEN_AI_CONTENT_COMPLETION_EVENT: Final = "gen_ai.content.completion"
+GEN_AI_PROMPT: Final = "gen_ai.prompt"  # also traceloop's gen_ai.prompt.{i}.role/content
+GEN_AI_COMPLETION: Final = "gen_ai.completion"  # also gen_ai.completion.{i}.*
+
+# OpenLLMetry (opentelemetry-semantic-conventions-ai, traceloop-sdk).
+TRACELOOP_SPAN_KIND: Final = "traceloop.span.kind"  # workflow | task | agent | tool | unknown
+TRACELOOP_ENTITY_NAME: Final = "traceloop.entity.name"
+TRACELOOP_ENTITY_INPUT: Final = "traceloop.entity.input"  # JSON {"args": [...], "kwargs": {...}}
+TRACELOOP_ENTITY_OUTPUT: Final = "traceloop.entity.output"
+LLM_REQUEST_TYPE: Final = "llm.request.type"  # chat | completion | rerank | embedding | unknown
+DB_SYSTEM: Final = "db.system"
+DB_OPERATION: Final = "db.operation"
+DB_QUERY_RESULT_EVENT: Final = "db.query.result"
+DB_QUERY_RESULT_DOCUMENT: Final = "db.query.result.document"
+DB_SEARCH_RESULT_EVENT: Final = "db.search.result"
+DB_SEARCH_RESULT_ENTITY: Final = "db.search.result.entity"
+
 # --- tracescore's own ----------------------------------------------------------------------------
 TRACESCORE_SPAN_KIND: Final = "tracescore.span.kind"  # agent | retrieval | tool | llm
 TRACESCORE_JUDGE_MODEL: Final = "tracescore.judge.model"
@@ -67,3 +111,19 @@ TRACESCORE_TRUNCATED: Final = "tracescore.truncated"
 
 INSTRUMENTATION_SCOPE: Final = "tracescore"
 TRACESCORE_SELECTED_ON_ERROR: Final = "tracescore.selected_on_error"
+
+# --- run_evals experiments ---------------------------------------------------------------------
+EXPERIMENT_SPAN_PREFIX: Final = "experiment"
+ITEM_SPAN_PREFIX: Final = "eval_item"
+TRACESCORE_EXPERIMENT_NAME: Final = "tracescore.experiment.name"
+TRACESCORE_EXPERIMENT_ID: Final = "tracescore.experiment.id"
+TRACESCORE_EXPERIMENT_ITEMS: Final = "tracescore.experiment.items"
+TRACESCORE_EXPERIMENT_CONCURRENCY: Final = "tracescore.experiment.concurrency"
+TRACESCORE_EXPERIMENT_VERDICT: Final = "tracescore.experiment.verdict"
+TRACESCORE_EXPERIMENT_TARGET_ERRORS: Final = "tracescore.experiment.target_errors"
+TRACESCORE_EXPERIMENT_SCORE_PREFIX: Final = "tracescore.experiment.score."  # + scorer id: the mean
+TRACESCORE_EXPERIMENT_ITEM_INDEX: Final = "tracescore.experiment.item.index"
+TRACESCORE_EXPERIMENT_ITEM_ID: Final = "tracescore.experiment.item.id"
+TRACESCORE_EXPERIMENT_ITEM_GROUND_TRUTH: Final = "tracescore.experiment.item.ground_truth"
+OI_KIND_CHAIN: Final = "CHAIN"
+OI_METADATA: Final = "metadata"
