@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import os
 import threading
@@ -213,25 +214,39 @@ class Engine:
                 self._idle.wait(None if remaining is None else _clamp(remaining))
             return True
 
-    def shutdown(self, timeout: float | None) -> Counter[str]:
+    def shutdown(self, timeout: float | None,
+                 on_late_drop: Callable[[Counter[str]], None] | None = None) -> Counter[str]:
         """Wait up to ``timeout`` seconds for pending jobs, then refuse new ones, cancel those
-        running and drop those queued. Returns the jobs that never finished, by scorer id."""
+        running and drop those queued. Returns the jobs that never finished, by scorer id.
+
+        When the loop cannot stop its jobs before the deadline (a scorer blocks it), they are
+        stopped once it can, and ``on_late_drop`` gets their count then. On the loop's own
+        thread (a scorer or an ``on_score`` callback shutting down) it does not wait for jobs:
+        they could only finish once it returns."""
         deadline = None if timeout is None else time.monotonic() + _clamp(timeout)
-        self.wait_idle(timeout)
+        on_loop = _loop.is_loop_thread()
+        if not on_loop:
+            self.wait_idle(timeout)
         with self._lock:
             self._closed = True
             dropped = Counter(job.rule.scorer_id for job in self._inbox)
             self._inbox.clear()
-        if _loop.is_loop_thread():
+        if on_loop:
             dropped += self._stop_jobs()
         else:
             try:
                 future = asyncio.run_coroutine_threadsafe(self._astop(), _loop.get_loop())
-                left = 1.0 if deadline is None else max(0.0, deadline - time.monotonic())
-                dropped += future.result(timeout=min(max(left, 0.05), 1.0))
             except Exception:
-                logger.debug("tracescore could not stop its scoring jobs in time",
-                             exc_info=True)
+                logger.debug("tracescore could not stop its scoring jobs", exc_info=True)
+            else:
+                left = 1.0 if deadline is None else max(0.0, deadline - time.monotonic())
+                try:
+                    dropped += future.result(timeout=min(left, 1.0))
+                except Exception:
+                    logger.debug("tracescore could not stop its scoring jobs in time",
+                                 exc_info=True)
+                    if on_late_drop is not None:
+                        future.add_done_callback(functools.partial(_late_drop, on_late_drop))
         with self._lock:
             self._pending = 0
             self._idle.notify_all()
@@ -246,12 +261,17 @@ class Engine:
         return dropped
 
     def _stop_jobs(self) -> Counter[str]:
+        # The task calling this (a job whose scorer or writer shuts down) finishes its job:
+        # it is neither cancelled nor counted as dropped.
+        current = asyncio.current_task()
         dropped = Counter(job.rule.scorer_id for job in self._ready)
-        dropped.update(job.rule.scorer_id for job in self._running.values())
+        dropped.update(job.rule.scorer_id for task, job in self._running.items()
+                       if task is not current)
         self._ready.clear()
         self._running.clear()
         for task in list(self._consumers):
-            task.cancel()
+            if task is not current:
+                task.cancel()
         return dropped
 
     def _after_fork_in_child(self) -> None:
@@ -264,6 +284,16 @@ class Engine:
         self._ready = deque()
         self._consumers = set()
         self._running = {}
+
+
+def _late_drop(report: Callable[[Counter[str]], None], future: Any) -> None:
+    """Report the jobs a late ``_astop`` dropped (see ``Engine.shutdown``)."""
+    if future.cancelled() or future.exception() is not None:
+        return
+    try:
+        report(future.result())
+    except Exception:
+        logger.debug("tracescore could not count dropped scoring jobs", exc_info=True)
 
 
 def _clamp(seconds: float) -> float:

@@ -67,11 +67,22 @@ class HeldSpans:
         ctx = span.context
         assert ctx is not None
         held = Held(span, jobs, deadline)
+        key = (ctx.trace_id, ctx.span_id)
         with self._lock:
             if self.max_held is not None and len(self._spans) >= self.max_held:
                 return None
-            self._spans[(ctx.trace_id, ctx.span_id)] = held
+            # Another span with the same ids (a deterministic id generator, two providers)
+            # is held: it goes out now with the scores it has, instead of being overwritten
+            # here and never exported.
+            previous = self._spans.get(key)
+            if previous is not None and self._release(previous):
+                self._stats.deadline_exports += 1
+            else:
+                previous = None
+            self._spans[key] = held
             self._stats.spans_held = len(self._spans)
+        if previous is not None:
+            self._export_held(previous)
         return held
 
     def unhold(self, held: Held) -> bool:
@@ -157,10 +168,10 @@ def with_events(span: ReadableSpan, extra: Sequence[Event]) -> ReadableSpan:
     attributes = BoundedAttributes(maxlen=None, attributes=dict(span.attributes or {}),
                                    immutable=True)
     attributes.dropped = span.dropped_attributes
-    events: BoundedList = BoundedList(None)
+    events: BoundedList[Event] = BoundedList(None)
     events.extend(tuple(span.events) + tuple(extra))
     events.dropped = span.dropped_events
-    links: BoundedList = BoundedList(None)
+    links: BoundedList[Any] = BoundedList(None)
     links.extend(span.links)
     links.dropped = span.dropped_links
     return ReadableSpan(

@@ -101,7 +101,8 @@ class ScoringSpanProcessor(SpanProcessor):
         self._buffer = trace_buffer if trace_buffer is not None else (
             TraceBuffer() if wants_buffer else None)
         self._held = HeldSpans(self._export, self._stats, max_held_spans)
-        chain: list[Any] = [SpanEventWriter(self._held, self._export, self._stats)]
+        self._span_events = SpanEventWriter(self._held, self._export, self._stats)
+        chain: list[Any] = [self._span_events]
         if telemetry is not None:
             chain.append(TelemetryWriter(telemetry))
         if on_score is not None:
@@ -180,10 +181,9 @@ class ScoringSpanProcessor(SpanProcessor):
             with self._lock:
                 self._stats.spans_scored += 1
             return True
-        if not self._held.unhold(held):
-            return True  # a shutdown exported it meanwhile
         self._count_skips(admitted, "queue_full")
-        return False
+        # False: a flush or shutdown exported it meanwhile (the skip still happened).
+        return not self._held.unhold(held)
 
     def _admit(self, selected: list[Selected]) -> list[Selected]:
         """Apply the held-span cap, each rule's rate limit and budget (they count at the
@@ -302,7 +302,11 @@ class ScoringSpanProcessor(SpanProcessor):
         budget = _seconds(timeout_millis)
         deadline = time.monotonic() + budget
         reserve = max(budget * 0.2, min(budget * 0.5, 0.25))
-        idle = self._engine.wait_idle(max(0.0, deadline - reserve - time.monotonic()))
+        if _loop.is_loop_thread():
+            # Called by a scorer or an on_score callback: no job can finish while it waits.
+            idle = self._engine.pending == 0
+        else:
+            idle = self._engine.wait_idle(max(0.0, deadline - reserve - time.monotonic()))
         remaining = self._held.release_all()
         flushed = True
         if self._downstream is not None:
@@ -332,7 +336,8 @@ class ScoringSpanProcessor(SpanProcessor):
         deadline = time.monotonic() + _seconds(timeout_millis)
         self.force_flush(timeout_millis)
         self._closed = True  # from now on on_end exports every span directly
-        self._count_dropped(self._engine.shutdown(_left(deadline)))
+        self._count_dropped(self._engine.shutdown(_left(deadline),
+                                                  on_late_drop=self._count_dropped))
         self._held.release_all()
         if self._downstream is not None:
             downstream = self._downstream
@@ -368,6 +373,9 @@ class ScoringSpanProcessor(SpanProcessor):
         # the child forgets them (exporting them too would duplicate them).
         self._lock = threading.Lock()
         self._held.forget_all()
+        self._span_events.after_fork_in_child()
+        for rule in self._rules:
+            rule.after_fork_in_child()
         if self._buffer is not None:
             self._buffer.after_fork_in_child()
         self._sweep_armed = False

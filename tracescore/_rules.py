@@ -14,6 +14,7 @@ import fnmatch
 import logging
 import math
 import re
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -95,6 +96,13 @@ class CompiledRule:
         if self.rate_limiter is not None and not self.rate_limiter.try_take():
             return "rate_limited"
         return None
+
+    def after_fork_in_child(self) -> None:
+        """A thread of the parent may have held a limiter's lock at ``fork()``: the child
+        takes new ones (else its first span to reach this rule would block for good)."""
+        for limiter in (self.rate_limiter, self.budget):
+            if limiter is not None and hasattr(limiter, "_lock"):
+                limiter._lock = threading.Lock()
 
     def spend(self, result: Any) -> None:
         """Charge a finished job's judge tokens and cost to the rule's budget."""

@@ -70,7 +70,9 @@ async def score(
             kwargs = scorer_kwargs(request, scorer)
             for name, extract in rule.extractors.items():
                 kwargs[name] = extract(source, request.input)
-        except Exception as exc:
+        except asyncio.CancelledError:
+            raise
+        except BaseException as exc:  # noqa: BLE001 - user extractors: SystemExit included
             ran = _failed(scorer_id, exc)
         else:
             ran = await _run_bounded(scorer_id, scorer, kwargs, job_timeout)
@@ -116,7 +118,9 @@ async def _run_bounded(scorer_id: str, scorer: Any, kwargs: dict[str, Any],
     try:
         if job_timeout is None:
             return await run_scorer(scorer, kwargs)
-        return await _with_timeout(_contained(scorer_id, scorer, kwargs), job_timeout)
+        ran: ScorerOutcome = await _with_timeout(_contained(scorer_id, scorer, kwargs),
+                                                 job_timeout)
+        return ran
     except asyncio.TimeoutError:
         if _cancelled():
             raise

@@ -31,8 +31,11 @@ class _Trace:
     __slots__ = ("documents", "tool_calls", "parents", "size")
 
     def __init__(self) -> None:
-        self.documents: list[tuple[int, tuple[str, ...]]] = []
-        self.tool_calls: list[tuple[int, int, Mapping[str, Any]]] = []
+        # (start time, contents, size) and (start time, span id, call, size): the size counted
+        # when the item came in is the size taken off when it leaves, whatever happened to
+        # the (user-owned, mutable) values since.
+        self.documents: list[tuple[int, tuple[str, ...], int]] = []
+        self.tool_calls: list[tuple[int, int, Mapping[str, Any], int]] = []
         self.parents: dict[int, int | None] = {}
         self.size = 0
 
@@ -76,10 +79,9 @@ class TraceBuffer:
         with self._lock:
             trace = self._trace(trace_id)
             if len(trace.documents) >= self.max_items:
-                _, dropped = trace.documents.pop(0)
-                self._shrink(trace, sum(len(c) for c in dropped) + 64)
+                self._shrink(trace, trace.documents.pop(0)[2])
                 self.evictions["items_per_trace"] += 1
-            trace.documents.append((start_time, contents))
+            trace.documents.append((start_time, contents, size))
             self._grow(trace, size)
             self._bound(keep=trace_id)
 
@@ -90,10 +92,9 @@ class TraceBuffer:
         with self._lock:
             trace = self._trace(trace_id)
             if len(trace.tool_calls) >= self.max_items:
-                dropped = trace.tool_calls.pop(0)
-                self._shrink(trace, _estimate(dropped[2]))
+                self._shrink(trace, trace.tool_calls.pop(0)[3])
                 self.evictions["items_per_trace"] += 1
-            trace.tool_calls.append((start_time, span_id, call))
+            trace.tool_calls.append((start_time, span_id, call, size))
             self._grow(trace, size)
             self._bound(keep=trace_id)
 
@@ -122,7 +123,7 @@ class TraceBuffer:
             trace = self._traces.get(trace_id)
             entries = list(trace.documents) if trace is not None else []
         entries.sort(key=lambda entry: entry[0])
-        return tuple(c for _, contents in entries for c in contents)
+        return tuple(c for _, contents, _ in entries for c in contents)
 
     def tool_calls_under(self, trace_id: int, span_id: int) -> tuple[Mapping[str, Any], ...]:
         """The tool calls made by ``span_id`` or its descendants, in call order."""
@@ -133,7 +134,7 @@ class TraceBuffer:
             calls = sorted(trace.tool_calls, key=lambda entry: entry[0])
             parents = dict(trace.parents)
         found = []
-        for _, tool_span_id, call in calls:
+        for _, tool_span_id, call, _ in calls:
             node: int | None = tool_span_id
             for _ in range(256):  # depth guard against malformed trees
                 if node is None or node == span_id:
@@ -164,6 +165,24 @@ class TraceBuffer:
         while self._bytes > self.max_bytes and len(self._traces) > 1:
             if not self._evict_oldest("bytes", keep):
                 break
+        if self._bytes > self.max_bytes:
+            self._trim(keep)
+
+    def _trim(self, trace_id: int) -> None:
+        """The trace being written alone is over ``max_bytes``: drop its oldest retrievals and
+        tool calls until it fits, or only one is left (it came with the span just ended, and
+        goes with the next trace or item)."""
+        trace = self._traces.get(trace_id)
+        if trace is None:
+            return
+        while self._bytes > self.max_bytes and len(trace.documents) + len(trace.tool_calls) > 1:
+            if trace.documents and (not trace.tool_calls
+                                    or trace.documents[0][0] <= trace.tool_calls[0][0]):
+                size = trace.documents.pop(0)[2]
+            else:
+                size = trace.tool_calls.pop(0)[3]
+            self._shrink(trace, size)
+            self.evictions["bytes"] += 1
 
     def _evict_oldest(self, cause: str, keep: int) -> bool:
         trace_id = next(iter(self._traces))

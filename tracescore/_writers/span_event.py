@@ -41,6 +41,10 @@ class SpanEventWriter:
         self._stats = stats
         self._lock = threading.Lock()
 
+    def after_fork_in_child(self) -> None:
+        """The loop thread may have held the lock at ``fork()``: take a new one."""
+        self._lock = threading.Lock()
+
     def write(self, outcome: ScoreOutcome) -> None:
         event = Event(sc.GEN_AI_EVALUATION_RESULT_EVENT, dict(outcome.attributes),
                       timestamp=outcome.timestamp)
