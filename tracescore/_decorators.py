@@ -380,7 +380,8 @@ def _wrap(kind: str, func: Any, options: dict[str, Any]) -> Any:
         def asyncgen_wrapper(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
             if _bypass():
                 return wrapped(*args, **kwargs)
-            return _trace_asyncgen(spec, wrapped, instance, args, kwargs)
+            return _trace_asyncgen(spec, wrapped, instance, args, kwargs,
+                                   otel_context.get_current())
 
         return asyncgen_wrapper(func)
 
@@ -413,7 +414,7 @@ def _wrap(kind: str, func: Any, options: dict[str, Any]) -> Any:
         def gen_wrapper(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
             if _bypass():
                 return wrapped(*args, **kwargs)
-            return _trace_gen(spec, wrapped, instance, args, kwargs)
+            return _trace_gen(spec, wrapped, instance, args, kwargs, otel_context.get_current())
 
         return gen_wrapper(func)
 
@@ -451,13 +452,24 @@ def _item_cap(spec: _Spec) -> int | None:
     return limit + 1 if limit > 0 else None
 
 
-def _trace_gen(spec: _Spec, wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
+def _trace_gen(spec: _Spec, wrapped: Any, instance: Any, args: Any, kwargs: Any,
+               parent: otel_context.Context) -> Any:
+    """The traced generator. ``parent`` is the context current when the generator function was
+    called: the span starts in it when iteration starts, so a stream returned by an agent and
+    consumed after the agent returned (or inside another span) is still the child of the span
+    that called it, in its trace.
+
+    The span starts at the first ``next()``, not at the call: a generator that is never
+    iterated never runs its ``finally``, so a span started at the call would never end. Its
+    duration is the stream's, from first item to exhaustion or close (CONTRACT section 2)."""
+    outer = otel_context.attach(parent)
     try:
         span, payload, token = _start(spec, instance, args, kwargs)
     except Exception:
+        otel_context.detach(outer)
         _internal_error("starting the span")
         return (yield from wrapped(*args, **kwargs))
-    span_ctx = trace.set_span_in_context(span)
+    span_ctx = trace.set_span_in_context(span, parent)
     items: list[Any] = []
     cap = _item_cap(spec)
     result: Any = None
@@ -466,8 +478,10 @@ def _trace_gen(spec: _Spec, wrapped: Any, instance: Any, args: Any, kwargs: Any)
     except BaseException as exc:
         _fail(span, payload, exc)
         _end(span, payload, token)
+        otel_context.detach(outer)
         raise
     otel_context.detach(token)
+    otel_context.detach(outer)
     # From here the span's context is attached only while the generator's own code runs.
     failed = closing = False
     try:
@@ -509,15 +523,19 @@ def _trace_gen(spec: _Spec, wrapped: Any, instance: Any, args: Any, kwargs: Any)
     return result
 
 
-async def _trace_asyncgen(spec: _Spec, wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
+async def _trace_asyncgen(spec: _Spec, wrapped: Any, instance: Any, args: Any, kwargs: Any,
+                          parent: otel_context.Context) -> Any:
+    """The traced async generator; ``parent`` and the span's start as in ``_trace_gen``."""
+    outer = otel_context.attach(parent)
     try:
         span, payload, token = _start(spec, instance, args, kwargs)
     except Exception:
+        otel_context.detach(outer)
         _internal_error("starting the span")
         async for item in wrapped(*args, **kwargs):
             yield item
         return
-    span_ctx = trace.set_span_in_context(span)
+    span_ctx = trace.set_span_in_context(span, parent)
     items: list[Any] = []
     cap = _item_cap(spec)
     try:
@@ -525,8 +543,10 @@ async def _trace_asyncgen(spec: _Spec, wrapped: Any, instance: Any, args: Any, k
     except BaseException as exc:
         _fail(span, payload, exc)
         _end(span, payload, token)
+        otel_context.detach(outer)
         raise
     otel_context.detach(token)
+    otel_context.detach(outer)
     failed = closing = False
     try:
         to_send: Any = None
