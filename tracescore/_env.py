@@ -25,6 +25,9 @@ TRACESCORE_DISABLED = "TRACESCORE_DISABLED"
 TRACESCORE_JUDGE_MODEL = "TRACESCORE_JUDGE_MODEL"
 TRACESCORE_JUDGE_OUT_OF_PROCESS = "TRACESCORE_JUDGE_OUT_OF_PROCESS"
 TRACESCORE_EXPORT_FILE = "TRACESCORE_EXPORT_FILE"
+TRACESCORE_EXPORT_FILE_MAX_BYTES = "TRACESCORE_EXPORT_FILE_MAX_BYTES"
+TRACESCORE_EXPORT_FILE_BACKUP_COUNT = "TRACESCORE_EXPORT_FILE_BACKUP_COUNT"
+TRACESCORE_FLUSH_ON_SIGTERM = "TRACESCORE_FLUSH_ON_SIGTERM"
 TRACESCORE_MAX_CONTENT_LENGTH = "TRACESCORE_MAX_CONTENT_LENGTH"
 TRACESCORE_SCORE_TIMEOUT = "TRACESCORE_SCORE_TIMEOUT"
 TRACESCORE_MAX_CONCURRENCY = "TRACESCORE_MAX_CONCURRENCY"
@@ -48,6 +51,11 @@ DEFAULT_DISABLED = False
 DEFAULT_JUDGE_OUT_OF_PROCESS = False
 DEFAULT_CAPTURE_CONTENT = True
 DEFAULT_EXPORT_FILE = "tracescore-traces.jsonl"
+# The file default rotates at this size and keeps this many older files (file.1 ... file.N):
+# 50 MB x 5 files bounds it at 250 MB (about 120,000 spans of ~2 KB) whatever the uptime.
+DEFAULT_EXPORT_FILE_MAX_BYTES = 50 * 1024 * 1024
+DEFAULT_EXPORT_FILE_BACKUP_COUNT = 4
+DEFAULT_FLUSH_ON_SIGTERM = True
 DEFAULT_MAX_CONTENT_LENGTH = 16_384
 DEFAULT_SCORE_TIMEOUT = 30.0
 DEFAULT_MAX_CONCURRENCY = 8
@@ -268,6 +276,26 @@ def export_file() -> str:
     """``TRACESCORE_EXPORT_FILE``: the local OTLP/JSON lines file. Default
     ``tracescore-traces.jsonl`` in the working directory."""
     return read_str(TRACESCORE_EXPORT_FILE) or DEFAULT_EXPORT_FILE
+
+
+def export_file_max_bytes() -> int:
+    """``TRACESCORE_EXPORT_FILE_MAX_BYTES``: size in bytes at which the local file rotates.
+    Default 52428800 (50 MiB)."""
+    return int(read_positive(TRACESCORE_EXPORT_FILE_MAX_BYTES, DEFAULT_EXPORT_FILE_MAX_BYTES,
+                             integer=True))
+
+
+def export_file_backup_count() -> int:
+    """``TRACESCORE_EXPORT_FILE_BACKUP_COUNT``: rotated files kept besides the current one
+    (``file.1`` newest ... ``file.N`` oldest). Default 4."""
+    return int(read_positive(TRACESCORE_EXPORT_FILE_BACKUP_COUNT,
+                             DEFAULT_EXPORT_FILE_BACKUP_COUNT, integer=True))
+
+
+def flush_on_sigterm() -> bool:
+    """``TRACESCORE_FLUSH_ON_SIGTERM``: when SIGTERM has its default disposition, flush before
+    the process dies of it. Default True."""
+    return read_bool(TRACESCORE_FLUSH_ON_SIGTERM, DEFAULT_FLUSH_ON_SIGTERM)
 
 
 def service_name() -> str | None:

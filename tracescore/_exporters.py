@@ -10,7 +10,9 @@ from __future__ import annotations
 import base64
 import json
 import logging
+import logging.handlers
 import os
+import stat
 import threading
 from collections.abc import Sequence
 from pathlib import Path
@@ -20,6 +22,7 @@ from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
 from . import _env
+from ._errors import ConfigurationError
 
 logger = logging.getLogger("tracescore")
 
@@ -52,21 +55,52 @@ def spans_to_otlp_json(spans: Sequence[ReadableSpan]) -> dict[str, Any]:
 
 
 class FileSpanExporter(SpanExporter):
-    """Append spans to a file as OTLP/JSON lines.
+    """Append spans to a file as OTLP/JSON lines, rotated by size so the disk used stays bounded.
+
+    Each ``export()`` call writes one line: an ``ExportTraceServiceRequest`` in OTLP/JSON. When
+    a line would take the file past ``max_bytes``, the file is rotated first, as the standard
+    library's ``logging.handlers.RotatingFileHandler`` does it (and by its code): ``path``
+    becomes ``path.1``, ``path.1`` becomes ``path.2``, ... and ``path.{backup_count}`` is
+    deleted. The newest spans are always in ``path``; the disk used stays under
+    ``(backup_count + 1) * max_bytes`` plus one line per file (a line is never split). A file
+    that is not a regular file (``/dev/stdout``, a pipe) is never rotated.
+
+    The file is opened for each line, so a file deleted or moved away by someone else is
+    started afresh; several processes should still each write their own path, since their
+    rotations do not coordinate.
 
     Args:
         path: the file; default ``TRACESCORE_EXPORT_FILE``, else ``tracescore-traces.jsonl`` in
             the working directory. Parent folders are created.
+        max_bytes: size in bytes at which the file rotates; default
+            ``TRACESCORE_EXPORT_FILE_MAX_BYTES``, else 50 MiB.
+        backup_count: rotated files kept (``path.1`` newest ... ``path.N`` oldest); default
+            ``TRACESCORE_EXPORT_FILE_BACKUP_COUNT``, else 4. With the defaults the files use at
+            most 250 MiB, about 120,000 spans of 2 KB.
 
-    Each ``export()`` call writes one line: an ``ExportTraceServiceRequest`` in OTLP/JSON.
+    Raises:
+        ConfigurationError: ``max_bytes`` or ``backup_count`` is not a positive integer (a
+            ``ValueError``).
 
     Example:
-        >>> tracescore.configure(exporter=tracescore.FileSpanExporter("traces.jsonl"))
+        >>> tracescore.configure(exporter=tracescore.FileSpanExporter(
+        ...     "traces.jsonl", max_bytes=10_000_000, backup_count=2))
     """
 
-    def __init__(self, path: str | os.PathLike[str] | None = None) -> None:
+    def __init__(
+        self,
+        path: str | os.PathLike[str] | None = None,
+        *,
+        max_bytes: int | None = None,
+        backup_count: int | None = None,
+    ) -> None:
         chosen = path or _env.export_file()
         self.path = Path(chosen)
+        self.max_bytes = _positive_int("max_bytes", max_bytes, _env.export_file_max_bytes)
+        self.backup_count = _positive_int(
+            "backup_count", backup_count, _env.export_file_backup_count
+        )
+        self._rotator: logging.handlers.RotatingFileHandler | None = None
         self._lock = threading.Lock()
         self._closed = False
 
@@ -75,20 +109,58 @@ class FileSpanExporter(SpanExporter):
             return SpanExportResult.FAILURE
         try:
             line = json.dumps(spans_to_otlp_json(spans), ensure_ascii=False, separators=(",", ":"))
+            data = (line + "\n").encode("utf-8")
             with self._lock:
                 self.path.parent.mkdir(parents=True, exist_ok=True)
-                with self.path.open("a", encoding="utf-8") as fh:
-                    fh.write(line + "\n")
+                self._rotate_before(len(data))
+                with self.path.open("ab") as fh:
+                    fh.write(data)
             return SpanExportResult.SUCCESS
         except Exception:
             logger.warning("tracescore could not write spans to %s", self.path, exc_info=True)
             return SpanExportResult.FAILURE
 
+    def _rotate_before(self, incoming: int) -> None:
+        """Rotate when ``incoming`` more bytes would take the file past ``max_bytes``. An empty
+        file is not rotated (a line bigger than the limit goes in alone), nor is anything but a
+        regular file. Holds the lock."""
+        try:
+            info = os.stat(self.path)
+        except FileNotFoundError:
+            return
+        if not stat.S_ISREG(info.st_mode) or info.st_size == 0:
+            return
+        if info.st_size + incoming <= self.max_bytes:
+            return
+        if self._rotator is None:
+            # Only its rename scheme is used (doRollover with no open stream): the standard
+            # library's, not ours. delay=True: it never opens the file itself.
+            self._rotator = logging.handlers.RotatingFileHandler(
+                self.path,
+                maxBytes=self.max_bytes,
+                backupCount=self.backup_count,
+                encoding="utf-8",
+                delay=True,
+            )
+        self._rotator.doRollover()
+
     def shutdown(self) -> None:
         self._closed = True
+        with self._lock:
+            if self._rotator is not None:
+                self._rotator.close()  # leaves logging's list of handlers
 
     def force_flush(self, timeout_millis: int = 30_000) -> bool:
         return True
+
+
+def _positive_int(name: str, value: Any, from_env: Any) -> int:
+    """An explicit positive integer, checked; ``None`` takes the environment's (or default)."""
+    if value is None:
+        return int(from_env())
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise ConfigurationError(f"FileSpanExporter({name}={value!r}) takes a positive integer")
+    return value
 
 
 def exporter_from_env() -> tuple[SpanExporter, str]:
