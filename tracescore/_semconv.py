@@ -67,6 +67,7 @@ MESSAGE_ROLE: Final = "message.role"
 MESSAGE_CONTENT: Final = "message.content"
 MESSAGE_CONTENTS: Final = "message.contents"  # message.contents.{j}.message_content.*
 MESSAGE_CONTENT_TEXT: Final = "message_content.text"
+MESSAGE_CONTENT_TYPE: Final = "message_content.type"
 OI_REDACTED: Final = "__REDACTED__"  # what OPENINFERENCE_HIDE_* leave in place of a value
 EXCEPTION_EVENT: Final = "exception"
 EXCEPTION_TYPE: Final = "exception.type"

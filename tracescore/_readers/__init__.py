@@ -10,7 +10,8 @@ the span:
 - ``read(span, kind)``: the input, output and error to score, or why there is no content.
 
 The scoring processor asks the registered readers in order and the first that accepts a span
-reads it; the generic reader, last, accepts every span. Adding a source is one new module with
+reads it: tracescore's own, then OpenInference, OpenLLMetry, the OTel GenAI conventions; the
+generic reader, last, accepts every span. Adding a source is one new module with
 one ``Reader`` class, registered with ``register()``.
 """
 
@@ -19,13 +20,21 @@ from __future__ import annotations
 from typing import Any
 
 from ._base import Content, Reader, attributes_of, scope_name
+from .genai import GenAIReader
 from .generic import GenericReader
+from .openinference import OpenInferenceReader
+from .openllmetry import OpenLLMetryReader
 from .tracescore import TracescoreReader
 
 __all__ = ["Content", "Reader", "attributes_of", "reader_for", "register", "scope_name",
            "unregister"]
 
-_readers: list[Reader] = [TracescoreReader(), GenericReader()]
+# tracescore's own spans also carry OpenInference and GenAI attributes: its reader goes first.
+# OpenLLMetry before GenAI: traceloop's decorator spans may carry gen_ai.* too. Each accepts()
+# is one or two dictionary look-ups, so a span no reader wants (an HTTP or database-driver span)
+# costs a handful of look-ups and reaches the generic reader, whose kind is None.
+_readers: list[Reader] = [TracescoreReader(), OpenInferenceReader(), OpenLLMetryReader(),
+                          GenAIReader(), GenericReader()]
 
 
 def register(reader: Reader, *, first: bool = True) -> None:
