@@ -48,10 +48,10 @@ path). To look at the traces and their scores in Arize Phoenix::
     pip install arize-phoenix && phoenix serve          # in another shell; UI on :6006
     OTEL_EXPORTER_OTLP_ENDPOINT=http://127.0.0.1:6006 python examples/halueval_rag.py
 
-Phoenix files the traces under its ``default`` project (it reads the project from the resource
-attribute ``openinference.project.name``, not from ``service.name``; add
-``OTEL_RESOURCE_ATTRIBUTES=openinference.project.name=halueval-rag-demo`` for a project of its
-own) and shows each score among the agent span's events.
+Phoenix files the traces under the project ``halueval-rag-demo``: Phoenix reads the project
+from the resource attribute ``openinference.project.name``, which tracescore sets from the service
+name. Each score is among the agent span's events; with ``TRACESCORE_PHOENIX_URL=http://127.0.0.1:6006``
+it is also a span annotation (a column, a filter and a summary in Phoenix).
 
 Data: ``examples/data/halueval_qa_200.jsonl``, 200 rows of HaluEval's QA set (MIT licence, see
 ``examples/data/README.md``).

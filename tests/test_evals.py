@@ -254,8 +254,11 @@ def test_no_scored_item_misses_the_threshold() -> None:
         data=[{"input": "a"}], scorers=[{"scorer": scorer, "threshold": 0.1}], target=lambda x: x
     )
     assert result.scores == {"never": None}
-    assert result.verdict == "scored"
-    assert result.reasons == ("never: no item could be scored",)
+    # Nothing judged fails the run (issue 12): a CI gate must not pass on no evidence.
+    assert result.verdict == "failed"
+    assert result.reasons == (
+        "never: scored no item of 1 (not_scorable: 1); first not_scorable: scripted: not scorable",
+    )
     gate = run(
         data=[{"input": "a"}], scorers=[], gates=[fixed("never", {"a": None})], target=lambda x: x
     )
@@ -282,9 +285,11 @@ def test_scorer_error_is_reported_per_item_not_averaged() -> None:
         None,
         None,
     )
-    # An error on a scorer (not a gate) leaves the verdict at "scored".
-    assert result.verdict == "scored"
+    # A scorer that scored no item at all fails the run, and says why (issue 12).
+    assert result.verdict == "failed"
     assert "flaky: failed on 2 item(s) (timeout: 2)" in result.reasons
+    assert ("flaky: scored no item of 2 (error: 2); first error: timeout: judge too slow"
+            in result.reasons)
 
 
 def test_scorer_error_on_one_item_is_excluded_from_the_mean() -> None:

@@ -166,7 +166,12 @@ def summarise(spec: ScorerSpec, results: list[EvalItemResult]) -> ScorerSummary:
     problems: list[str] = []
     who = f"gate {spec.id}" if spec.gate else spec.id
     required = spec.required
-    if mean is None:
+    if not counts["scored"] and outcomes:
+        # Nothing judged is no evidence of quality: a CI gate must not pass on it (an
+        # unreachable judge, a wrong model name, a missing key). The cause is in the message,
+        # so the terminal shows it, not only the report file.
+        problems.append(f"{who}: scored no item of {len(outcomes)}{_first_cause(outcomes)}")
+    elif mean is None:
         if spec.gate or required is not None:
             problems.append(f"{who}: no item could be scored")
     elif required is not None and label_for(mean, required, spec.higher_is_better) != sc.LABEL_PASS:
@@ -204,11 +209,35 @@ def summarise(spec: ScorerSpec, results: list[EvalItemResult]) -> ScorerSummary:
     )
 
 
+def _first_cause(outcomes: list[Any]) -> str:
+    """`` (timeout: 2); first error: ...`` for a scorer that scored nothing: the counts by
+    status and the first error message (or not-scorable reason), cut to one line."""
+    counts = Counter(o.status for o in outcomes)
+    detail = ", ".join(f"{k}: {v}" for k, v in sorted(counts.items()))
+    first = next((o for o in outcomes if o.status == "error"), None) or next(
+        (o for o in outcomes if o.status != "scored"), None)
+    if first is None or not first.reason:
+        return f" ({detail})"
+    reason = " ".join(str(first.reason).split())
+    if len(reason) > _MAX_CAUSE:
+        reason = reason[: _MAX_CAUSE - 1] + "…"
+    kind = f"{first.error_type}: " if first.error_type else ""
+    return f" ({detail}); first {first.status}: {kind}{reason}"
+
+
+_MAX_CAUSE = 300
+
+
 def decide_verdict(
     summaries: list[ScorerSummary], results: list[EvalItemResult]
 ) -> tuple[Verdict, tuple[str, ...]]:
-    failed = [p for s in summaries if s.gate for p in s.problems]
-    scored = [p for s in summaries if not s.gate for p in s.problems]
+    """``failed`` when a gate failed or a scorer scored no item at all (nothing was judged:
+    a CI run must not pass on it); ``scored`` when a threshold was missed, a scorer failed on
+    some items or the target raised; else ``passed``. Returns the verdict and its reasons."""
+    unjudged = {s.scorer_id for s in summaries if results and not s.scored}
+    failed = [p for s in summaries if s.gate or s.scorer_id in unjudged for p in s.problems]
+    scored = [p for s in summaries if not (s.gate or s.scorer_id in unjudged)
+              for p in s.problems]
     errors = Counter(r.error.type for r in results if r.error is not None)
     if errors:
         detail = ", ".join(f"{k}: {v}" for k, v in sorted(errors.items()))
