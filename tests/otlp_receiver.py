@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import gzip
+import socket
 import threading
 import time
 import zlib
@@ -95,14 +97,21 @@ class Received:
 
 
 class HttpOtlpReceiver:
-    """``POST /v1/traces`` with ``application/x-protobuf`` bodies (gzip/deflate aware)."""
+    """``POST /v1/traces`` with ``application/x-protobuf`` bodies (gzip/deflate aware).
 
-    def __init__(self) -> None:
+    ``port``: 0 picks a free one; pass a stopped receiver's port to bring a backend back."""
+
+    def __init__(self, port: int = 0) -> None:
         received = self.received = Received()
+        connections = self._connections = []
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
             disable_nagle_algorithm = True
+
+            def setup(self) -> None:
+                connections.append(self.request)
+                super().setup()
 
             def log_message(self, *args: Any) -> None:
                 pass
@@ -127,7 +136,7 @@ class HttpOtlpReceiver:
                 self.end_headers()
                 self.wfile.write(out)
 
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
         self._server.daemon_threads = True
         self.port = self._server.server_address[1]
         self.endpoint = f"http://127.0.0.1:{self.port}"
@@ -140,12 +149,19 @@ class HttpOtlpReceiver:
     def __exit__(self, *exc: Any) -> None:
         self._server.shutdown()
         self._server.server_close()
+        # Keep-alive connections outlive the listening socket: close them too, so a stopped
+        # receiver is a backend that is down.
+        for conn in self._connections:
+            with contextlib.suppress(OSError):
+                conn.shutdown(socket.SHUT_RDWR)
+            with contextlib.suppress(OSError):
+                conn.close()
 
 
 class GrpcOtlpReceiver:
-    """An OTLP gRPC ``TraceService`` on loopback."""
+    """An OTLP gRPC ``TraceService`` on loopback (``port``: as for ``HttpOtlpReceiver``)."""
 
-    def __init__(self) -> None:
+    def __init__(self, port: int = 0) -> None:
         import grpc
         from opentelemetry.proto.collector.trace.v1 import trace_service_pb2_grpc
 
@@ -158,7 +174,7 @@ class GrpcOtlpReceiver:
 
         self._server = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
         trace_service_pb2_grpc.add_TraceServiceServicer_to_server(Service(), self._server)
-        self.port = self._server.add_insecure_port("127.0.0.1:0")
+        self.port = self._server.add_insecure_port(f"127.0.0.1:{port}")
         self.endpoint = f"http://127.0.0.1:{self.port}"
 
     def __enter__(self) -> GrpcOtlpReceiver:

@@ -21,11 +21,12 @@ from typing import Any
 from opentelemetry import trace
 from opentelemetry.sdk.resources import SERVICE_NAME, Resource
 from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor, TracerProvider
-from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter
+from opentelemetry.sdk.trace.export import SpanExporter
 
 from . import _env, _handoff, _state
 from . import _semconv as sc
 from ._errors import ConfigurationError
+from ._export import ExportProcessor, Spool
 from ._exporters import exporter_from_env
 from ._judge import Judge
 from ._processor import ScoringSpanProcessor
@@ -128,6 +129,12 @@ class _ExportSettings:
     tracer_provider: TracerProvider | None
     exporter: SpanExporter | None  # None: chosen from the environment
     export: bool  # False: ``exporter=False``, nothing is exported
+    queue_bytes: int
+    batch_bytes: int
+    retry: bool
+    retry_dir: str | None
+    retry_max_bytes: int
+    retry_max_age: float
 
 
 @dataclass(frozen=True)
@@ -186,7 +193,8 @@ def _resolve_judge(judge: Any) -> Judge | None:
     )
 
 
-def _resolve_export(service_name: Any, tracer_provider: Any, exporter: Any) -> _ExportSettings:
+def _resolve_export(service_name: Any, tracer_provider: Any, exporter: Any,
+                    durability: dict[str, Any] | None = None) -> _ExportSettings:
     if service_name is not None and (not isinstance(service_name, str) or not service_name):
         raise ConfigurationError("configure(service_name=...) takes a non-empty string")
     if tracer_provider is not None and not isinstance(tracer_provider, TracerProvider):
@@ -197,11 +205,28 @@ def _resolve_export(service_name: Any, tracer_provider: Any, exporter: Any) -> _
         raise ConfigurationError(
             "configure(exporter=...) takes an OTel SpanExporter, False, or nothing"
         )
+    given = durability or {}
+    retry = given.get("export_retry")
+    if retry is not None and not isinstance(retry, bool):
+        raise ConfigurationError("configure(export_retry=...) takes True or False")
+    retry_dir = given.get("export_retry_dir")
+    if retry_dir is not None and not isinstance(retry_dir, (str, os.PathLike)):
+        raise ConfigurationError("configure(export_retry_dir=...) takes a folder path")
     return _ExportSettings(
         service_name=service_name,
         tracer_provider=tracer_provider,
         exporter=exporter or None,
         export=exporter is not False,
+        queue_bytes=_positive("export_queue_bytes", given.get("export_queue_bytes"),
+                              _env.export_queue_bytes, integer=True),
+        batch_bytes=_positive("export_batch_bytes", given.get("export_batch_bytes"),
+                              _env.export_batch_bytes, integer=True),
+        retry=_env.export_retry() if retry is None else retry,
+        retry_dir=_env.export_retry_dir() if retry_dir is None else os.fspath(retry_dir),
+        retry_max_bytes=_positive("export_retry_max_bytes", given.get("export_retry_max_bytes"),
+                                  _env.export_retry_max_bytes, integer=True),
+        retry_max_age=_positive("export_retry_max_age", given.get("export_retry_max_age"),
+                                _env.export_retry_max_age),
     )
 
 
@@ -263,7 +288,7 @@ def _resolve_scoring(
 
 
 def _build_export(settings: _ExportSettings) -> tuple[SpanProcessor | None, str]:
-    """The batch export processor (None with ``exporter=False``) and where it sends spans."""
+    """The export processor (None with ``exporter=False``) and where it sends spans."""
     if not settings.export:
         return None, "none"
     if settings.exporter is None:
@@ -271,11 +296,18 @@ def _build_export(settings: _ExportSettings) -> tuple[SpanProcessor | None, str]
     else:
         chosen = settings.exporter
         description = f"custom exporter {type(chosen).__name__}"
-    bsp_kwargs: dict[str, Any] = {}
-    if not _env.bsp_max_queue_size_set():
-        # The SDK default (2,048) silently drops spans under bursts.
-        bsp_kwargs["max_queue_size"] = _env.DEFAULT_BSP_QUEUE_SIZE
-    return BatchSpanProcessor(chosen, **bsp_kwargs), description
+    spool = (Spool(settings.retry_dir, settings.retry_max_bytes, settings.retry_max_age)
+             if settings.retry else None)
+    processor = ExportProcessor(
+        chosen,
+        queue_bytes=settings.queue_bytes,
+        batch_bytes=settings.batch_bytes,
+        max_batch_spans=_env.bsp_max_export_batch_size(),
+        schedule_delay=_env.bsp_schedule_delay(),
+        max_queue_spans=_env.bsp_max_queue_size(),
+        spool=spool,
+    )
+    return processor, description
 
 
 def _provider_for(settings: _ExportSettings) -> TracerProvider:
@@ -412,6 +444,12 @@ def configure(
     meter_provider: Any = None,
     logger_provider: Any = None,
     job_timeout: float | None = None,
+    export_queue_bytes: int | None = None,
+    export_batch_bytes: int | None = None,
+    export_retry: bool | None = None,
+    export_retry_dir: str | os.PathLike[str] | None = None,
+    export_retry_max_bytes: int | None = None,
+    export_retry_max_age: float | None = None,
 ) -> Tracescore:
     """Set tracescore up: spans, scoring rules, judge and export. Keyword arguments only.
 
@@ -465,6 +503,23 @@ def configure(
             its event then carries ``error.type=timeout`` (on a carrier span when the scored
             span already went out). A scorer that blocks its thread instead of awaiting cannot
             be cancelled. Default ``TRACESCORE_JOB_TIMEOUT``, else 300.
+        export_queue_bytes: bytes of ended spans waiting for export at most (their encoded
+            size plus 1 KiB each); past it new spans are dropped and counted
+            (``stats().spans_dropped["queue_full"]``). Default ``TRACESCORE_EXPORT_QUEUE_BYTES``,
+            else 64 MiB. ``OTEL_BSP_MAX_QUEUE_SIZE``, when set, caps the span count as well.
+        export_batch_bytes: encoded bytes of one export request at most; a span alone larger is
+            cut to fit and carries ``tracescore.export.truncated``. Default
+            ``TRACESCORE_EXPORT_BATCH_BYTES``, else 3 MiB (gRPC's default limit is 4 MiB).
+        export_retry: keep batches the exporter failed (backend down, timeouts) on disk and
+            retry them in order with backoff; ``False`` drops them (counted as
+            ``export_failed``). Default ``TRACESCORE_EXPORT_RETRY``, else True.
+        export_retry_dir: the folder in which a private retry folder is made on the first
+            failure (removed at shutdown). Default ``TRACESCORE_EXPORT_RETRY_DIR``, else the
+            system's temporary folder.
+        export_retry_max_bytes: disk bytes of failed batches kept at most; past it the oldest
+            go. Default ``TRACESCORE_EXPORT_RETRY_MAX_BYTES``, else 512 MiB.
+        export_retry_max_age: seconds a failed batch is retried before it is dropped. Default
+            ``TRACESCORE_EXPORT_RETRY_MAX_AGE``, else 3600.
 
     Returns:
         The configured ``Tracescore`` instance.
@@ -482,7 +537,14 @@ def configure(
     """
     global _current
 
-    export = _resolve_export(service_name, tracer_provider, exporter)
+    export = _resolve_export(service_name, tracer_provider, exporter, {
+        "export_queue_bytes": export_queue_bytes,
+        "export_batch_bytes": export_batch_bytes,
+        "export_retry": export_retry,
+        "export_retry_dir": export_retry_dir,
+        "export_retry_max_bytes": export_retry_max_bytes,
+        "export_retry_max_age": export_retry_max_age,
+    })
     content = _resolve_content(capture_content, max_content_length)
     scoring_settings = _resolve_scoring(
         scoring=scoring,

@@ -234,12 +234,14 @@ def _finish(spec: _Spec, span: Span, payload: CallRecord | None, output: Any) ->
 
 
 def _record_documents(span: Span, docs: list[Any], limit: int) -> None:
+    # Each document's content is written once, here: the contract puts it in
+    # gen_ai.retrieval.documents, one value under one length limit. Writing it into the
+    # flattened form too doubled every retrieval span's size on the wire.
     rows = [{"id": d.id, "score": d.score, "content": d.content} for d in docs]
     span.set_attribute(sc.GEN_AI_RETRIEVAL_DOCUMENTS, to_json(rows, limit))
-    # OpenInference's flattened form, which Phoenix renders as a document list.
+    # OpenInference's flattened form, which Phoenix renders as a document list: ids and scores.
     for i, d in enumerate(docs[:_MAX_FLAT_DOCUMENTS]):
         prefix = f"{sc.RETRIEVAL_DOCUMENTS_PREFIX}.{i}."
-        span.set_attribute(prefix + sc.DOCUMENT_CONTENT, utf8_safe(truncate(d.content, limit)))
         if d.id is not None:
             span.set_attribute(prefix + sc.DOCUMENT_ID, d.id)
         if d.score is not None:
@@ -644,7 +646,8 @@ def retrieval(
     The function returns a list of strings, of dicts with ``content``/``text``/``page_content``
     and optional ``id``/``score``/``metadata``, or of objects with such attributes. The
     documents go on the span as ``gen_ai.retrieval.documents`` (JSON list of ``id``, ``score``,
-    ``content``) and OpenInference's ``retrieval.documents.{i}.document.*``; context scorers of
+    ``content``) and OpenInference's ``retrieval.documents.{i}.document.{id,score}`` (the
+    content once, in the former); context scorers of
     the same trace judge them, in retrieval order.
 
     Example:

@@ -44,6 +44,14 @@ OTEL_EXPORTER_OTLP_TRACES_ENDPOINT = "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"
 OTEL_EXPORTER_OTLP_PROTOCOL = "OTEL_EXPORTER_OTLP_PROTOCOL"
 OTEL_EXPORTER_OTLP_TRACES_PROTOCOL = "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL"
 OTEL_BSP_MAX_QUEUE_SIZE = "OTEL_BSP_MAX_QUEUE_SIZE"
+OTEL_BSP_MAX_EXPORT_BATCH_SIZE = "OTEL_BSP_MAX_EXPORT_BATCH_SIZE"
+OTEL_BSP_SCHEDULE_DELAY = "OTEL_BSP_SCHEDULE_DELAY"
+TRACESCORE_EXPORT_QUEUE_BYTES = "TRACESCORE_EXPORT_QUEUE_BYTES"
+TRACESCORE_EXPORT_BATCH_BYTES = "TRACESCORE_EXPORT_BATCH_BYTES"
+TRACESCORE_EXPORT_RETRY = "TRACESCORE_EXPORT_RETRY"
+TRACESCORE_EXPORT_RETRY_DIR = "TRACESCORE_EXPORT_RETRY_DIR"
+TRACESCORE_EXPORT_RETRY_MAX_BYTES = "TRACESCORE_EXPORT_RETRY_MAX_BYTES"
+TRACESCORE_EXPORT_RETRY_MAX_AGE = "TRACESCORE_EXPORT_RETRY_MAX_AGE"
 
 # --- Defaults (one per setting; import these rather than repeating the numbers) ---------------
 
@@ -63,9 +71,16 @@ DEFAULT_MAX_QUEUE_SIZE = 1_000
 DEFAULT_FLUSH_TIMEOUT = 10.0
 DEFAULT_JOB_TIMEOUT = 300.0
 DEFAULT_OTLP_PROTOCOL = "http/protobuf"
-# Not an environment default: the batch span processor's queue when OTEL_BSP_MAX_QUEUE_SIZE is
-# unset, because the SDK's own 2,048 silently drops spans under bursts.
-DEFAULT_BSP_QUEUE_SIZE = 8_192
+# The export queue is bounded by bytes (encoded size plus a per-span allowance for the Python
+# objects holding it); OTEL_BSP_MAX_QUEUE_SIZE, when set, caps its span count as well.
+DEFAULT_EXPORT_QUEUE_BYTES = 64 * 1024 * 1024
+# Below gRPC's default 4 MiB message limit (the Collector's too), with room for the resource.
+DEFAULT_EXPORT_BATCH_BYTES = 3 * 1024 * 1024
+DEFAULT_BSP_MAX_EXPORT_BATCH_SIZE = 512  # the OTel specification's default
+DEFAULT_BSP_SCHEDULE_DELAY_MS = 5_000.0  # the OTel specification's default
+DEFAULT_EXPORT_RETRY = True
+DEFAULT_EXPORT_RETRY_MAX_BYTES = 512 * 1024 * 1024
+DEFAULT_EXPORT_RETRY_MAX_AGE = 3_600.0
 
 OTLP_PROTOCOLS = ("http/protobuf", "grpc")
 
@@ -321,7 +336,59 @@ def otlp_traces_protocol() -> str:
     return read_enum(name, OTLP_PROTOCOLS, DEFAULT_OTLP_PROTOCOL)
 
 
-def bsp_max_queue_size_set() -> bool:
-    """Whether ``OTEL_BSP_MAX_QUEUE_SIZE`` is set: the SDK parses it; when it is not, we pass
-    ``DEFAULT_BSP_QUEUE_SIZE`` instead of the SDK's smaller default."""
-    return bool(_raw(OTEL_BSP_MAX_QUEUE_SIZE))
+def bsp_max_queue_size() -> int | None:
+    """``OTEL_BSP_MAX_QUEUE_SIZE``: when set, a cap on the spans in the export queue on top of
+    its byte bound. Default None (bytes only)."""
+    value = read_positive(OTEL_BSP_MAX_QUEUE_SIZE, math.nan, integer=True)
+    return None if math.isnan(value) else int(value)
+
+
+def bsp_max_export_batch_size() -> int:
+    """``OTEL_BSP_MAX_EXPORT_BATCH_SIZE``: spans per export call at most. Default 512."""
+    return int(read_positive(OTEL_BSP_MAX_EXPORT_BATCH_SIZE, DEFAULT_BSP_MAX_EXPORT_BATCH_SIZE,
+                             integer=True))
+
+
+def bsp_schedule_delay() -> float:
+    """``OTEL_BSP_SCHEDULE_DELAY`` (milliseconds, as the OTel specification has it): how long a
+    span may wait in the export queue for a full batch. Returned in seconds. Default 5 s."""
+    return float(read_positive(OTEL_BSP_SCHEDULE_DELAY, DEFAULT_BSP_SCHEDULE_DELAY_MS)) / 1000
+
+
+def export_queue_bytes() -> int:
+    """``TRACESCORE_EXPORT_QUEUE_BYTES``: bytes of spans waiting for export at most (encoded
+    size plus 1 KiB per span for the objects holding it). Default 64 MiB."""
+    return int(read_positive(TRACESCORE_EXPORT_QUEUE_BYTES, DEFAULT_EXPORT_QUEUE_BYTES,
+                             integer=True))
+
+
+def export_batch_bytes() -> int:
+    """``TRACESCORE_EXPORT_BATCH_BYTES``: encoded bytes of one export request at most.
+    Default 3 MiB (gRPC's default message limit is 4 MiB)."""
+    return int(read_positive(TRACESCORE_EXPORT_BATCH_BYTES, DEFAULT_EXPORT_BATCH_BYTES,
+                             integer=True))
+
+
+def export_retry() -> bool:
+    """``TRACESCORE_EXPORT_RETRY``: keep batches the exporter failed on disk and retry them.
+    Default True."""
+    return read_bool(TRACESCORE_EXPORT_RETRY, DEFAULT_EXPORT_RETRY)
+
+
+def export_retry_dir() -> str | None:
+    """``TRACESCORE_EXPORT_RETRY_DIR``: where failed batches wait (a private folder per process
+    is made inside it). Default None: the system's temporary folder."""
+    return read_str(TRACESCORE_EXPORT_RETRY_DIR)
+
+
+def export_retry_max_bytes() -> int:
+    """``TRACESCORE_EXPORT_RETRY_MAX_BYTES``: disk bytes of failed batches kept at most.
+    Default 512 MiB."""
+    return int(read_positive(TRACESCORE_EXPORT_RETRY_MAX_BYTES, DEFAULT_EXPORT_RETRY_MAX_BYTES,
+                             integer=True))
+
+
+def export_retry_max_age() -> float:
+    """``TRACESCORE_EXPORT_RETRY_MAX_AGE``: seconds a failed batch is retried before it is
+    dropped. Default 3600."""
+    return float(read_positive(TRACESCORE_EXPORT_RETRY_MAX_AGE, DEFAULT_EXPORT_RETRY_MAX_AGE))

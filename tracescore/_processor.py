@@ -92,6 +92,12 @@ class ScoringSpanProcessor(SpanProcessor):
         self._telemetry = telemetry
         self._stats = Stats()
         self._lock = threading.Lock()
+        # An export processor that reports what the exporter accepted and what it dropped
+        # (tracescore's ExportProcessor) counts spans_exported; any other counts on hand-off.
+        report_to = getattr(downstream, "report_to", None)
+        self._export_reports = callable(report_to)
+        if report_to is not None and self._export_reports:
+            report_to(self._count_export)
         self._closed = False
         self._shutdown_started = False
         self._export_call: _Call | None = None
@@ -264,11 +270,20 @@ class ScoringSpanProcessor(SpanProcessor):
             return
         try:
             self._downstream.on_end(span)
-            with self._lock:
-                self._stats.spans_exported += 1
+            if not self._export_reports:
+                with self._lock:
+                    self._stats.spans_exported += 1
         except Exception:
             logger.warning("tracescore export processor failed; span %r lost", span.name,
                            exc_info=True)
+
+    def _count_export(self, outcome: str, spans: int) -> None:
+        """The export processor's report: ``spans`` accepted (``exported``) or dropped for the
+        cause ``outcome``; any thread."""
+        with self._lock:
+            self._stats.count_export(outcome, spans)
+        if self._telemetry is not None:
+            self._telemetry.record_export(outcome, spans)
 
     # -- deadlines (on the loop thread) --------------------------------------------------------
     def _arm_sweep(self) -> None:

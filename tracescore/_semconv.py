@@ -109,6 +109,8 @@ TRACESCORE_JUDGE_MODEL: Final = "tracescore.judge.model"
 TRACESCORE_SAMPLE_RATE: Final = "tracescore.sample_rate"
 TRACESCORE_EVALUATION_CARRIER: Final = "tracescore.evaluation.carrier"
 TRACESCORE_TRUNCATED: Final = "tracescore.truncated"
+# True on a span the exporter had to cut to fit one export request (TRACESCORE_EXPORT_BATCH_BYTES).
+TRACESCORE_EXPORT_TRUNCATED: Final = "tracescore.export.truncated"
 
 INSTRUMENTATION_SCOPE: Final = "tracescore"
 TRACESCORE_SELECTED_ON_ERROR: Final = "tracescore.selected_on_error"

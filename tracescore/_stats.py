@@ -2,7 +2,15 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+
+# Why a span never reached the backend (``Stats.spans_dropped`` keys, the
+# ``tracescore.spans.dropped`` metric's ``tracescore.drop.reason``).
+SPAN_DROP_CAUSES = ("queue_full", "export_failed", "too_large", "shutdown")
+
+
+def _no_drops() -> dict[str, int]:
+    return dict.fromkeys(SPAN_DROP_CAUSES, 0)
 
 
 @dataclass
@@ -10,7 +18,13 @@ class Stats:
     """Counters of one configured tracescore instance since ``configure()``.
 
     Attributes:
-        spans_exported: spans handed to the export processor (carrier spans included).
+        spans_exported: spans the exporter accepted (carrier spans included): for OTLP, spans
+            the backend answered for with success.
+        spans_dropped: spans that will never reach the backend, by cause: ``queue_full`` (the
+            export queue's byte bound was reached), ``export_failed`` (the exporter failed and
+            the retry spool could not keep them: off, full, expired or unwritable),
+            ``too_large`` (a span that could not be cut to fit one request) and ``shutdown``
+            (still queued or spooled when tracescore shut down). Every cause is always present.
         spans_scored: spans that had at least one scoring job.
         spans_held: spans waiting for their scores right now.
         scores_attached: ``gen_ai.evaluation.result`` events on their scored span.
@@ -31,6 +45,7 @@ class Stats:
     """
 
     spans_exported: int = 0
+    spans_dropped: dict[str, int] = field(default_factory=_no_drops)
     spans_scored: int = 0
     spans_held: int = 0
     scores_attached: int = 0
@@ -44,3 +59,15 @@ class Stats:
     deadline_exports: int = 0
     jobs_dropped: int = 0
     trace_buffer_evictions: int = 0
+
+    def __post_init__(self) -> None:
+        # Snapshots are made with Stats(**vars(live)): each gets its own dict.
+        self.spans_dropped = {**_no_drops(), **self.spans_dropped}
+
+    def count_export(self, outcome: str, spans: int) -> None:
+        """Add ``spans`` to ``spans_exported`` (``outcome="exported"``) or to the drop cause
+        ``outcome``. The caller holds whatever lock guards this instance."""
+        if outcome == "exported":
+            self.spans_exported += spans
+        else:
+            self.spans_dropped[outcome] = self.spans_dropped.get(outcome, 0) + spans

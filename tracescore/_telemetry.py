@@ -20,6 +20,10 @@ Metrics (instrument names are tracescore's own: the GenAI conventions define the
 - ``tracescore.judge.cost`` (counter, ``USD``): ``gen_ai.evaluation.name``,
   ``tracescore.judge.model``.
 - ``tracescore.scoring.queue.size`` and ``tracescore.spans.held`` (gauges).
+- ``tracescore.spans.exported`` (counter, ``{span}``): spans the exporter accepted.
+- ``tracescore.spans.dropped`` (counter, ``{span}``): spans that will never reach the backend,
+  by ``tracescore.drop.reason`` (``queue_full``, ``export_failed``, ``too_large``,
+  ``shutdown``; see ``Stats.spans_dropped``).
 
 Every judge call (each HTTP attempt, retries included) is also recorded with the GenAI client
 metrics of the OpenTelemetry semantic conventions, so dashboards built for model calls show the
@@ -46,6 +50,7 @@ logger = logging.getLogger("tracescore")
 
 OUTCOME: str = "tracescore.outcome"
 SKIP_REASON: str = "tracescore.skip.reason"
+DROP_REASON: str = "tracescore.drop.reason"
 TOKEN_TYPE: str = "gen_ai.token.type"
 
 # Score values live in 0..scale, usually 0..1: buckets fine enough for percentiles and alerts.
@@ -102,6 +107,15 @@ class Telemetry:
         self.cost = meter.create_counter(
             "tracescore.judge.cost", unit="USD",
             description="Judge cost where litellm knows the model's price.",
+        )
+
+        self.spans_exported = meter.create_counter(
+            "tracescore.spans.exported", unit="{span}",
+            description="Spans the exporter accepted.",
+        )
+        self.spans_dropped = meter.create_counter(
+            "tracescore.spans.dropped", unit="{span}",
+            description="Spans that will never reach the backend, by tracescore.drop.reason.",
         )
 
         self.client_duration = meter.create_histogram(
@@ -161,6 +175,17 @@ class Telemetry:
                     self.client_tokens.record(count, {**attributes, TOKEN_TYPE: token_type})
         except Exception:
             logger.debug("tracescore could not record judge call metrics", exc_info=True)
+
+    def record_export(self, outcome: str, spans: int) -> None:
+        """Count spans the exporter accepted (``outcome="exported"``) or dropped for the cause
+        ``outcome`` (``queue_full``, ``export_failed``, ``too_large``, ``shutdown``)."""
+        try:
+            if outcome == "exported":
+                self.spans_exported.add(spans)
+            else:
+                self.spans_dropped.add(spans, {DROP_REASON: outcome})
+        except Exception:
+            logger.debug("tracescore could not record export metrics", exc_info=True)
 
     def record_dropped(self, scorer_id: str, count: int) -> None:
         """Count scoring jobs accepted that never finished because tracescore shut down."""

@@ -1,0 +1,460 @@
+"""``ExportProcessor``: tracescore's export span processor, in place of the SDK's
+``BatchSpanProcessor``.
+
+Its shape is the SDK's (a deque, a condition, one daemon thread); what differs:
+
+- the queue is bounded by bytes (each span's ``size.span_size`` plus ``SPAN_OVERHEAD``), not by
+  a count, so a burst of small spans fits where a few huge ones would not;
+- a batch is bounded by encoded bytes as well as by count (``batch_bytes``: under gRPC's 4 MiB
+  message limit by default), and a span that alone exceeds it is cut (``size.fit``) and marked;
+- a batch the exporter fails goes to the retry spool on disk (``spool.Spool``), and while the
+  spool holds anything, newer batches queue up behind it there: the spool is retried with
+  exponential backoff and replayed oldest first once the backend answers again;
+- spans count as exported when the exporter accepted them, and every span that will never go
+  out is counted once, with its cause: ``queue_full``, ``export_failed`` (the exporter failed
+  and the spool could not keep it: off, full, expired, unwritable), ``too_large`` (could not
+  be cut to fit) or ``shutdown`` (still waiting when the processor shut down);
+- ``force_flush`` honours its deadline.
+
+``on_start``/``on_end`` never block and never raise: ``on_end`` measures the span (a walk over
+its attributes) and appends it under one lock.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import random
+import threading
+import time
+import weakref
+from collections import Counter, deque
+from collections.abc import Callable
+from typing import Any
+
+from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor
+from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
+
+from .. import _suppress
+from .size import envelope_size, fit, span_size
+from .spool import Spool
+
+logger = logging.getLogger("tracescore")
+
+# Bytes a queued span costs beyond its encoded size: the Python objects that hold it. A rough
+# figure (a ReadableSpan with a few attributes takes 1-3 KiB of objects); it keeps a flood of
+# tiny spans from filling memory within a byte bound meant for encoded data.
+SPAN_OVERHEAD = 1024
+# Backoff between retries of the spool's oldest batch, seconds: doubling from the first, with
+# jitter so that many processes do not retry in step.
+_BACKOFF_FIRST = 1.0
+_BACKOFF_MAX = 16.0
+
+QUEUE_FULL = "queue_full"
+EXPORT_FAILED = "export_failed"
+TOO_LARGE = "too_large"
+SHUTDOWN = "shutdown"
+EXPORTED = "exported"
+DROP_CAUSES = (QUEUE_FULL, EXPORT_FAILED, TOO_LARGE, SHUTDOWN)
+
+Report = Callable[[str, int], None]
+
+
+class ExportProcessor(SpanProcessor):
+    """Queue ended spans by bytes, export them in size-bounded batches on one thread, keep what
+    fails on disk and retry it in order.
+
+    Args:
+        exporter: any OTel ``SpanExporter``.
+        queue_bytes: bytes of spans waiting at most (``TRACESCORE_EXPORT_QUEUE_BYTES``, default
+            64 MiB); past it new spans are dropped and counted as ``queue_full``.
+        batch_bytes: encoded bytes of one export call at most (``TRACESCORE_EXPORT_BATCH_BYTES``,
+            default 3 MiB).
+        max_batch_spans: spans of one export call at most (``OTEL_BSP_MAX_EXPORT_BATCH_SIZE``,
+            default 512).
+        schedule_delay: seconds a span waits for a full batch at most (``OTEL_BSP_SCHEDULE_DELAY``,
+            default 5).
+        max_queue_spans: a cap on queued spans on top of the bytes (``OTEL_BSP_MAX_QUEUE_SIZE``);
+            None: bytes only.
+        spool: where failed batches wait for a retry; None: a failed batch is dropped (counted as
+            ``export_failed``).
+
+    Example:
+        >>> processor = ExportProcessor(OTLPSpanExporter(), spool=Spool(None, 512 << 20, 3600))
+    """
+
+    def __init__(
+        self,
+        exporter: SpanExporter,
+        *,
+        queue_bytes: int,
+        batch_bytes: int,
+        max_batch_spans: int = 512,
+        schedule_delay: float = 5.0,
+        max_queue_spans: int | None = None,
+        spool: Spool | None = None,
+    ) -> None:
+        self.exporter = exporter
+        self.queue_bytes = queue_bytes
+        self.batch_bytes = batch_bytes
+        self.max_batch_spans = max_batch_spans
+        self.schedule_delay = schedule_delay
+        self.max_queue_spans = max_queue_spans
+        self.spool = spool
+        self.counts: Counter[str] = Counter()
+        self._counts_lock = threading.Lock()
+        self._report: Report | None = None
+        self._init_state()
+        _instances.add(self)
+
+    def _init_state(self) -> None:
+        self._cond = threading.Condition(threading.Lock())
+        self._queue: deque[tuple[ReadableSpan, int]] = deque()
+        self._queued_bytes = 0  # with SPAN_OVERHEAD per span
+        self._queued_encoded = 0  # encoded sizes only, for the batch threshold
+        self._waiting_since = 0.0
+        self._closed = False
+        self._flush_asked = 0
+        self._flush_done = 0
+        self._flush_ok = True
+        self._thread: threading.Thread | None = None
+        self._backoff = 0.0
+        self._retry_at = 0.0
+        self._warned_truncated = False
+
+    # -- counters ------------------------------------------------------------------------------
+    def report_to(self, report: Report) -> None:
+        """Send every count to ``report(outcome, spans)`` as well, where ``outcome`` is
+        ``exported`` or a drop cause (``queue_full``, ``export_failed``, ``too_large``,
+        ``shutdown``). Called from any thread; it must be quick and must not raise."""
+        self._report = report
+
+    def _count(self, outcome: str, spans: int) -> None:
+        if spans <= 0:
+            return
+        with self._counts_lock:
+            self.counts[outcome] += spans
+        report = self._report
+        if report is not None:
+            try:
+                report(outcome, spans)
+            except Exception:
+                logger.debug("tracescore could not count exported spans", exc_info=True)
+
+    @property
+    def queued_bytes(self) -> int:
+        """Bytes of spans waiting in memory (encoded size plus ``SPAN_OVERHEAD`` each)."""
+        return self._queued_bytes
+
+    # -- SpanProcessor -------------------------------------------------------------------------
+    def on_start(self, span: Any, parent_context: Any = None) -> None:
+        return None
+
+    def on_end(self, span: ReadableSpan) -> None:
+        try:
+            context = span.context
+            if context is not None and not context.trace_flags.sampled:
+                return
+            encoded = span_size(span)
+            size = encoded + SPAN_OVERHEAD
+            with self._cond:
+                if self._closed:
+                    cause: str | None = SHUTDOWN
+                elif size > self.queue_bytes:
+                    cause = TOO_LARGE
+                elif self._queued_bytes + size > self.queue_bytes or (
+                        self.max_queue_spans is not None
+                        and len(self._queue) >= self.max_queue_spans):
+                    cause = QUEUE_FULL
+                else:
+                    cause = None
+                    if not self._queue:
+                        self._waiting_since = time.monotonic()
+                    self._queue.append((span, encoded))
+                    self._queued_bytes += size
+                    self._queued_encoded += encoded
+                    if self._thread is None:
+                        self._start()
+                    # Waking the thread for every span would cost a context switch each: only
+                    # when a batch is full (or the thread waits for a deadline anyway).
+                    if (self._queued_encoded >= self.batch_bytes
+                            or len(self._queue) == self.max_batch_spans):
+                        self._cond.notify()
+            if cause is not None:
+                self._count(cause, 1)
+        except Exception:
+            logger.debug("tracescore could not queue a span for export", exc_info=True)
+
+    def force_flush(self, timeout_millis: int = 30_000) -> bool:
+        """Export everything queued, and try the spool once whatever its backoff, within
+        ``timeout_millis``.
+
+        Returns:
+            True when the queue and the spool were empty at the end, every batch accepted;
+            False when an export failed (its batches wait in the spool) or the deadline passed.
+        """
+        deadline = time.monotonic() + max(0.0, timeout_millis / 1000)
+        with self._cond:
+            if self._closed:
+                return False
+            if self._thread is None:
+                if not self._queue and not (self.spool is not None and len(self.spool)):
+                    return True  # nothing was ever queued
+                self._start()
+            self._flush_asked += 1
+            wanted = self._flush_asked
+            self._cond.notify_all()
+            while self._flush_done < wanted:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                self._cond.wait(min(left, threading.TIMEOUT_MAX))
+            return self._flush_ok
+
+    def shutdown(self, timeout_millis: float = 30_000) -> None:
+        """Flush once more, drop (and count as ``shutdown``) what is still waiting, remove the
+        spool folder and shut the exporter down. Waits ``timeout_millis`` at most for an export
+        in progress."""
+        with self._cond:
+            if self._closed:
+                return
+            self._closed = True
+            thread = self._thread
+            self._cond.notify_all()
+        if thread is not None:
+            thread.join(max(0.0, timeout_millis / 1000))
+        if thread is None or thread.is_alive():
+            # The thread never started, or hangs in the exporter: count what it left.
+            self._discard()
+        try:
+            self.exporter.shutdown()
+        except Exception:
+            logger.warning("tracescore: the exporter failed to shut down", exc_info=True)
+
+    # -- the export thread ---------------------------------------------------------------------
+    def _start(self) -> None:
+        """Start the export thread (holding ``_cond``)."""
+        self._thread = threading.Thread(target=self._run, name="tracescore-export", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        try:
+            while True:
+                with self._cond:
+                    flush, closing = self._wait()
+                    wanted = self._flush_asked
+                if flush or closing:
+                    ok = self._drain(final=closing)
+                    with self._cond:
+                        self._flush_done = wanted
+                        self._flush_ok = ok
+                        self._cond.notify_all()
+                    if closing:
+                        return
+                else:
+                    self._step()
+        except Exception:
+            logger.warning("tracescore's export thread failed; spans still queued are dropped "
+                           "(the application is unaffected)", exc_info=True)
+            self._discard()
+            with self._cond:
+                self._thread = None  # the next span starts a new one
+                self._flush_done = self._flush_asked
+                self._flush_ok = False
+                self._cond.notify_all()
+
+    def _wait(self) -> tuple[bool, bool]:
+        """Wait (holding ``_cond``) until there is work: a flush, the shutdown, a full or
+        overdue batch, or a spool retry that is due. Returns (flush, closing)."""
+        while True:
+            if self._closed:
+                return False, True
+            if self._flush_asked > self._flush_done:
+                return True, False
+            now = time.monotonic()
+            spooled = self.spool is not None and len(self.spool) > 0
+            if spooled and now >= self._retry_at:
+                return False, False
+            timeout = threading.TIMEOUT_MAX
+            if self._queue:
+                due = self._waiting_since + self.schedule_delay
+                if (now >= due or self._queued_encoded >= self.batch_bytes
+                        or len(self._queue) >= self.max_batch_spans):
+                    return False, False
+                timeout = due - now
+            if spooled:
+                timeout = min(timeout, self._retry_at - now)
+            self._cond.wait(min(timeout, threading.TIMEOUT_MAX))
+
+    def _step(self) -> None:
+        """One unit of work outside a flush: retry the spool's oldest batch when due, else
+        export (or, behind a non-empty spool, spool) the next batch."""
+        spool = self.spool
+        if spool is not None and len(spool):
+            if self._queued_bytes > self.queue_bytes // 2:
+                # Replaying (or waiting to) while spans keep coming: move them behind the spool
+                # before the queue fills up and has to drop.
+                self._count(EXPORT_FAILED, spool.append(self._take(everything=True)))
+                return
+            if time.monotonic() >= self._retry_at:
+                self._retry_head()
+                return
+        batch = self._take()
+        if not batch:
+            return
+        if spool is not None and len(spool):
+            self._count(EXPORT_FAILED, spool.append(batch))  # in order, behind the failed ones
+        elif not self._send(batch):
+            self._failed(batch)
+
+    def _drain(self, final: bool) -> bool:
+        """A flush: the spool first (one attempt, backoff or not), then every queued batch.
+        With ``final`` (shutdown) nothing is kept: what did not go out is counted. Returns True
+        when everything went out."""
+        ok = True
+        spool = self.spool
+        while spool is not None and len(spool):
+            if not self._retry_head():
+                ok = False
+                break
+        while True:
+            batch = self._take(everything=True)
+            if not batch:
+                break
+            if ok and not (spool is not None and len(spool)):
+                if self._send(batch):
+                    continue
+                ok = False
+            if final:
+                self._count(SHUTDOWN, len(batch))
+            elif spool is not None:
+                self._count(EXPORT_FAILED, spool.append(batch))
+            else:
+                self._count(EXPORT_FAILED, len(batch))
+        if final:
+            self._discard()
+        return ok and not (spool is not None and len(spool))
+
+    def _retry_head(self) -> bool:
+        """Export the spool's oldest batch; True when it went out (or nothing was left)."""
+        spool = self.spool
+        assert spool is not None
+        spans, dropped = spool.head()
+        self._count(EXPORT_FAILED, dropped)
+        if spans is None:
+            return True
+        if self._send(spans):
+            spool.pop()
+            self._backoff = 0.0
+            self._retry_at = 0.0
+            return True
+        self._back_off()
+        return False
+
+    def _failed(self, batch: list[ReadableSpan]) -> None:
+        """A fresh batch the exporter failed: into the spool (or counted), and back off."""
+        if self._closed:
+            self._count(SHUTDOWN, len(batch))
+            return
+        if self.spool is None:
+            self._count(EXPORT_FAILED, len(batch))
+            return
+        self._count(EXPORT_FAILED, self.spool.append(batch))
+        self._back_off()
+
+    def _back_off(self) -> None:
+        self._backoff = min(_BACKOFF_MAX, self._backoff * 2 if self._backoff else _BACKOFF_FIRST)
+        self._retry_at = time.monotonic() + self._backoff * random.uniform(0.8, 1.2)
+
+    def _send(self, batch: list[ReadableSpan]) -> bool:
+        """Export one batch; True when the exporter accepted it (counted as exported)."""
+        try:
+            with _suppress.suppressed():
+                result = self.exporter.export(batch)
+        except Exception:
+            logger.warning("tracescore: the exporter raised while exporting %d spans; they are "
+                           "kept for a retry", len(batch), exc_info=True)
+            result = SpanExportResult.FAILURE
+        if result is SpanExportResult.SUCCESS:
+            self._count(EXPORTED, len(batch))
+            return True
+        return False
+
+    def _take(self, everything: bool = False) -> list[ReadableSpan]:
+        """The next batch off the queue, bounded by ``batch_bytes`` and ``max_batch_spans``;
+        empty when no batch is due (or, with ``everything``, when the queue is empty)."""
+        batch: list[ReadableSpan] = []
+        too_large = 0
+        with self._cond:
+            if not self._queue:
+                return batch
+            if not everything:
+                due = self._waiting_since + self.schedule_delay
+                if (time.monotonic() < due and self._queued_encoded < self.batch_bytes
+                        and len(self._queue) < self.max_batch_spans):
+                    return batch
+            used = 0
+            envelopes: set[tuple[int, int]] = set()
+            while self._queue and len(batch) < self.max_batch_spans:
+                span, encoded = self._queue[0]
+                key = (id(span.resource), id(span.instrumentation_scope))
+                extra = 0 if key in envelopes else envelope_size(span)
+                if batch and used + encoded + extra > self.batch_bytes:
+                    break
+                self._queue.popleft()
+                self._queued_bytes -= encoded + SPAN_OVERHEAD
+                self._queued_encoded -= encoded
+                if not batch and encoded + extra > self.batch_bytes:
+                    cut = fit(span, self.batch_bytes)
+                    if cut is None:
+                        too_large += 1
+                        continue
+                    self._note_truncated(span, encoded)
+                    span = cut
+                    encoded = span_size(cut)
+                envelopes.add(key)
+                used += encoded + extra
+                batch.append(span)
+            if self._queue:
+                self._waiting_since = time.monotonic()
+        self._count(TOO_LARGE, too_large)
+        return batch
+
+    def _note_truncated(self, span: ReadableSpan, encoded: int) -> None:
+        if not self._warned_truncated:
+            self._warned_truncated = True
+            logger.warning("tracescore cut span %r (%d bytes) to fit one export request of %d "
+                           "bytes; it carries tracescore.export.truncated=true (logged once)",
+                           span.name, encoded, self.batch_bytes)
+
+    def _discard(self) -> None:
+        """Count (as ``shutdown``) and forget everything queued and spooled."""
+        with self._cond:
+            left = len(self._queue)
+            self._queue.clear()
+            self._queued_bytes = 0
+            self._queued_encoded = 0
+        if self.spool is not None:
+            left += self.spool.close()
+        self._count(SHUTDOWN, left)
+
+    def _after_fork_in_child(self) -> None:
+        # The parent exports what it queued and spooled; the child starts empty, with its own
+        # thread (on first use) and its own spool folder.
+        closed = self._closed
+        self._init_state()
+        self._closed = closed
+        if self.spool is not None:
+            self.spool.after_fork_in_child()
+
+
+_instances: weakref.WeakSet[ExportProcessor] = weakref.WeakSet()
+
+
+def _reset_after_fork() -> None:
+    for processor in list(_instances):
+        processor._after_fork_in_child()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_reset_after_fork)
