@@ -24,6 +24,7 @@ from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import SpanExporter
 
 from . import _env, _handoff, _state
+from . import _input_caps
 from . import _semconv as sc
 from ._errors import ConfigurationError
 from ._export import ExportProcessor, Spool
@@ -444,6 +445,9 @@ def configure(
     meter_provider: Any = None,
     logger_provider: Any = None,
     job_timeout: float | None = None,
+    max_scoring_length: int | None = None,
+    max_scoring_documents: int | None = None,
+    max_scoring_document_length: int | None = None,
     export_queue_bytes: int | None = None,
     export_batch_bytes: int | None = None,
     export_retry: bool | None = None,
@@ -503,6 +507,13 @@ def configure(
             its event then carries ``error.type=timeout`` (on a carrier span when the scored
             span already went out). A scorer that blocks its thread instead of awaiting cannot
             be cancelled. Default ``TRACESCORE_JOB_TIMEOUT``, else 300.
+        max_scoring_length: characters a scorer (and so its judge) is given per input,
+            output, ground truth or other named value; the rest is cut and the cut stated in the
+            score's explanation. Default ``TRACESCORE_MAX_SCORING_LENGTH``, else 50000.
+        max_scoring_documents: documents (and tool calls) a scorer is given per request, the
+            first ones kept. Default ``TRACESCORE_MAX_SCORING_DOCUMENTS``, else 32.
+        max_scoring_document_length: characters a scorer is given per document (and per tool
+            call). Default ``TRACESCORE_MAX_SCORING_DOCUMENT_LENGTH``, else 8000.
         export_queue_bytes: bytes of ended spans waiting for export at most (their encoded
             size plus 1 KiB each); past it new spans are dropped and counted
             (``stats().spans_dropped["queue_full"]``). Default ``TRACESCORE_EXPORT_QUEUE_BYTES``,
@@ -546,6 +557,15 @@ def configure(
         "export_retry_max_age": export_retry_max_age,
     })
     content = _resolve_content(capture_content, max_content_length)
+    caps = _input_caps.InputCaps(
+        max_length=_positive("max_scoring_length", max_scoring_length,
+                             _env.max_scoring_length, integer=True),
+        max_documents=_positive("max_scoring_documents", max_scoring_documents,
+                                _env.max_scoring_documents, integer=True),
+        max_document_length=_positive("max_scoring_document_length",
+                                      max_scoring_document_length,
+                                      _env.max_scoring_document_length, integer=True),
+    )
     scoring_settings = _resolve_scoring(
         scoring=scoring,
         judge=judge,
@@ -569,6 +589,7 @@ def configure(
         processor, telemetry = _build_scoring(scoring_settings, export_processor)
         _switch_for(provider).target = processor
         _publish(content, scoring_settings, provider, processor, telemetry)
+        _input_caps.current = caps
         rules = scoring_settings.rules
         if any(getattr(rule.scorer, "uses_judge", False) for rule in rules):
             _preload_judge(_wants_judge_process(scoring_settings.judge, rules))

@@ -27,7 +27,7 @@ from . import _env, _handoff, _state
 from . import _semconv as sc
 from ._errors import ConfigurationError
 from ._handoff import CallRecord
-from ._serialize import to_documents, to_json, truncate, utf8_safe
+from ._serialize import MAX_DOCUMENTS, to_documents, to_json, truncate, utf8_safe
 from ._suppress import is_suppressed
 
 logger = logging.getLogger("tracescore")
@@ -218,11 +218,15 @@ def _finish(spec: _Spec, span: Span, payload: CallRecord | None, output: Any) ->
         if payload is not None:
             payload.output = output
         if spec.kind == "retrieval":
-            docs = to_documents(output)
+            # Bounded on the caller's thread: a million-item result costs what MAX_DOCUMENTS
+            # costs, for the span and for scoring alike (the span says it was cut).
+            docs = to_documents(output, MAX_DOCUMENTS)
             if payload is not None:
                 payload.documents = docs
             if capture:
                 _record_documents(span, docs, limit)
+                if len(docs) == MAX_DOCUMENTS and _has_more(output, MAX_DOCUMENTS):
+                    span.set_attribute(sc.TRACESCORE_TRUNCATED, True)
         elif capture:
             text = to_json(output, limit)
             span.set_attribute(sc.OUTPUT_VALUE, text)
@@ -231,6 +235,14 @@ def _finish(spec: _Spec, span: Span, payload: CallRecord | None, output: Any) ->
                 span.set_attribute(sc.GEN_AI_TOOL_CALL_RESULT, text)
     except Exception:
         _internal_error("recording the output")
+
+
+def _has_more(result: Any, count: int) -> bool:
+    """Whether a retrieval result holds more than ``count`` items (without reading them)."""
+    try:
+        return len(result) > count
+    except TypeError:  # not sized: an iterable that to_documents read up to its cap
+        return True
 
 
 def _record_documents(span: Span, docs: list[Any], limit: int) -> None:

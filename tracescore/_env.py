@@ -35,6 +35,10 @@ TRACESCORE_MAX_QUEUE_SIZE = "TRACESCORE_MAX_QUEUE_SIZE"
 TRACESCORE_MAX_HELD_SPANS = "TRACESCORE_MAX_HELD_SPANS"
 TRACESCORE_FLUSH_TIMEOUT = "TRACESCORE_FLUSH_TIMEOUT"
 TRACESCORE_JOB_TIMEOUT = "TRACESCORE_JOB_TIMEOUT"
+TRACESCORE_MAX_SCORING_LENGTH = "TRACESCORE_MAX_SCORING_LENGTH"
+TRACESCORE_MAX_SCORING_DOCUMENTS = "TRACESCORE_MAX_SCORING_DOCUMENTS"
+TRACESCORE_MAX_SCORING_DOCUMENT_LENGTH = "TRACESCORE_MAX_SCORING_DOCUMENT_LENGTH"
+TRACESCORE_JUDGE_MAX_REPLY_LENGTH = "TRACESCORE_JUDGE_MAX_REPLY_LENGTH"
 OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT = (
     "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
 )
@@ -71,6 +75,14 @@ DEFAULT_MAX_QUEUE_SIZE = 1_000
 DEFAULT_FLUSH_TIMEOUT = 10.0
 DEFAULT_JOB_TIMEOUT = 300.0
 DEFAULT_OTLP_PROTOCOL = "http/protobuf"
+# What one scorer run is given (tracescore._input_caps): ~12k tokens per text, and 32 documents
+# of ~2k tokens, so one judge prompt stays well under 100k tokens whatever the span carried.
+DEFAULT_MAX_SCORING_LENGTH = 50_000
+DEFAULT_MAX_SCORING_DOCUMENTS = 32
+DEFAULT_MAX_SCORING_DOCUMENT_LENGTH = 8_000
+# A verdict object is a few KB; past this a reply is runaway output (and JSON repair, which is
+# worse than linear, would stall on it).
+DEFAULT_JUDGE_MAX_REPLY_LENGTH = 65_536
 # The export queue is bounded by bytes (encoded size plus a per-span allowance for the Python
 # objects holding it); OTEL_BSP_MAX_QUEUE_SIZE, when set, caps its span count as well.
 DEFAULT_EXPORT_QUEUE_BYTES = 64 * 1024 * 1024
@@ -285,6 +297,34 @@ def flush_timeout() -> float:
 def job_timeout() -> float:
     """``TRACESCORE_JOB_TIMEOUT``: seconds one scoring job may run. Default 300."""
     return float(read_positive(TRACESCORE_JOB_TIMEOUT, DEFAULT_JOB_TIMEOUT))
+
+
+def max_scoring_length() -> int:
+    """``TRACESCORE_MAX_SCORING_LENGTH``: characters a scorer is given per input, output,
+    ground truth or other named value. Default 50000."""
+    return int(read_positive(TRACESCORE_MAX_SCORING_LENGTH, DEFAULT_MAX_SCORING_LENGTH,
+                             integer=True))
+
+
+def max_scoring_documents() -> int:
+    """``TRACESCORE_MAX_SCORING_DOCUMENTS``: documents (and tool calls) a scorer is given per
+    request. Default 32."""
+    return int(read_positive(TRACESCORE_MAX_SCORING_DOCUMENTS, DEFAULT_MAX_SCORING_DOCUMENTS,
+                             integer=True))
+
+
+def max_scoring_document_length() -> int:
+    """``TRACESCORE_MAX_SCORING_DOCUMENT_LENGTH``: characters a scorer is given per document
+    (and per tool call). Default 8000."""
+    return int(read_positive(TRACESCORE_MAX_SCORING_DOCUMENT_LENGTH,
+                             DEFAULT_MAX_SCORING_DOCUMENT_LENGTH, integer=True))
+
+
+def judge_max_reply_length() -> int:
+    """``TRACESCORE_JUDGE_MAX_REPLY_LENGTH``: characters of a judge reply that are parsed; a
+    longer reply is invalid output. Default 65536."""
+    return int(read_positive(TRACESCORE_JUDGE_MAX_REPLY_LENGTH, DEFAULT_JUDGE_MAX_REPLY_LENGTH,
+                             integer=True))
 
 
 def export_file() -> str:

@@ -8,6 +8,7 @@ of spans.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import math
 import time
@@ -16,6 +17,7 @@ from typing import Any
 
 from . import _semconv as sc
 from ._errors import ScoringError
+from ._input_caps import cap_kwargs
 from ._request import ScoreOutcome, ScoringRequest
 from ._rules import CompiledRule
 from ._serialize import truncate, utf8_safe
@@ -216,7 +218,22 @@ async def run_scorer(scorer: Any, kwargs: dict[str, Any]) -> ScorerOutcome:
     aside). Shared by the span processor and ``run_evals`` so both report failures alike: a
     ``ScoringError`` keeps its ``error_type``, anything else (a score that is not a finite
     number, a ``CancelledError`` the scorer leaked while its task was not cancelled) is
-    ``scorer_error``."""
+    ``scorer_error``.
+
+    The scorer is given ``kwargs`` bounded by ``tracescore._input_caps`` (characters per value,
+    documents per request, characters per document); what was cut is appended to the
+    explanation."""
+    kwargs, cuts = cap_kwargs(kwargs)
+    outcome = await _run_scorer(scorer, kwargs)
+    if not cuts:
+        return outcome
+    note = f"[Scored on cut inputs: {'; '.join(cuts)}.]"
+    kept = truncate(outcome.explanation, max(_MAX_EXPLANATION - len(note) - 1, 0))
+    explanation = f"{kept} {note}" if kept else note
+    return dataclasses.replace(outcome, explanation=explanation)
+
+
+async def _run_scorer(scorer: Any, kwargs: dict[str, Any]) -> ScorerOutcome:
     scorer_id = str(getattr(scorer, "id", "custom"))
     try:
         result = await scorer.arun(**kwargs)

@@ -13,7 +13,9 @@ from __future__ import annotations
 import dataclasses
 import functools
 import json
+import math
 import re
+import sys
 from collections import deque
 from collections.abc import Iterable, Mapping, MappingView
 from typing import Any, NamedTuple, cast
@@ -23,6 +25,14 @@ REDACTED = "[REDACTED]"
 _MAX_DEPTH = 12
 _MAX_ITEMS = 1_000
 _TRUNCATION_MARK = "...[truncated {} chars]"
+# Documents a retrieval records at most (on the caller's thread: a million-string result must
+# not cost seconds there); scoring is given fewer still (tracescore._input_caps).
+MAX_DOCUMENTS = 1_000
+# Numbers JSON cannot carry. Non-finite floats become the strings the OTLP/JSON encoding of
+# doubles uses; an int whose decimal form is longer than Python will write (4,300 digits by
+# default, sys.get_int_max_str_digits) becomes a marker string: str() raises ValueError on it.
+_NON_FINITE = {"nan": "NaN", "inf": "Infinity", "-inf": "-Infinity"}
+_LOG10_2 = math.log10(2)
 _SEQUENCES = (list, tuple, set, frozenset, deque, MappingView)
 _SURROGATES = re.compile("[\ud800-\udfff]")
 # Substrings of a normalised key (lower case, "-", " " and "." as "_") that name a secret.
@@ -86,10 +96,27 @@ class _Budget:
         self.left: float = max_length if max_length > 0 else float("inf")
 
 
+def _number(value: int | float) -> int | float | str:
+    """``value`` as JSON can carry it: itself, or a string for NaN, infinities and ints too
+    long to write out (see ``to_json``)."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else _NON_FINITE[repr(float(value))]
+    if isinstance(value, bool) or value.bit_length() < 4_096:  # < 1,234 digits: always writable
+        return value
+    digits = int(value.bit_length() * _LOG10_2) + 1
+    limit = getattr(sys, "get_int_max_str_digits", lambda: 4_300)() or 4_300
+    if digits < limit:
+        return value
+    return f"<int of about {digits:,} digits>"
+
+
 def _jsonable(value: Any, max_length: int, depth: int, seen: set[int], budget: _Budget) -> Any:
-    if value is None or isinstance(value, (bool, int, float)):
+    if value is None or isinstance(value, bool):
         budget.left -= 1
         return value
+    if isinstance(value, (int, float)):
+        budget.left -= 1
+        return _number(value)
     if isinstance(value, str):
         # Cut long strings before json.dumps ever sees them: a 10 MB answer costs nothing then.
         text = truncate(value, max_length)
@@ -163,9 +190,14 @@ def to_json(value: Any, max_length: int = DEFAULT_MAX_LENGTH) -> str:
             their ``repr``. Values under secret-looking keys become ``[REDACTED]``.
         max_length: the cap in characters on the result; ``<= 0`` means no cap.
 
+    Numbers JSON has no form for become strings: ``NaN``, ``Infinity`` and ``-Infinity`` as
+    those words (the OTLP/JSON encoding's spelling), an int longer than Python writes out
+    (``sys.get_int_max_str_digits()``, 4,300 digits by default) as ``"<int of about N
+    digits>"``. Never raises.
+
     Returns:
-        A JSON document, or (only when the cap cut it) a truncated JSON text with a marker;
-        always encodable as UTF-8.
+        A JSON document (strict JSON: no ``NaN`` literal), or (only when the cap cut it) a
+        truncated JSON text with a marker; always encodable as UTF-8.
     """
     # Fast path for the common shapes (a string, a flat dict of scalars), which need no walk.
     kind = type(value)
@@ -178,7 +210,9 @@ def to_json(value: Any, max_length: int = DEFAULT_MAX_LENGTH) -> str:
         for k, v in value.items():
             tv = type(v)
             if type(k) is not str or not (
-                v is None or tv is int or tv is float or tv is bool
+                v is None or tv is bool
+                or (tv is int and v.bit_length() < 4_096)
+                or (tv is float and math.isfinite(v))
                 or (tv is str and (max_length <= 0 or len(v) <= max_length)
                     and not is_secret_key(k))
             ):
@@ -189,7 +223,7 @@ def to_json(value: Any, max_length: int = DEFAULT_MAX_LENGTH) -> str:
     try:
         text = json.dumps(
             _jsonable(value, max_length, 0, set(), _Budget(max_length)),
-            ensure_ascii=False, default=_safe_repr,
+            ensure_ascii=False, default=_safe_repr, allow_nan=False,
         )
     except Exception:
         text = json.dumps(truncate(_safe_repr(value), max_length), ensure_ascii=False)
@@ -225,8 +259,11 @@ def _text(value: Any) -> str:
     return to_json(value, max_length=0)
 
 
-def to_documents(result: Any) -> list[Document]:
+def to_documents(result: Any, max_documents: int | None = None) -> list[Document]:
     """Normalise what a retrieval function returned into documents.
+
+    With ``max_documents``, only the first that many items are read (the decorators pass
+    ``MAX_DOCUMENTS``): the cost is bounded by the cap, not by the result's size.
 
     Accepts a list (or any re-iterable collection but a string/mapping) of strings, of dicts
     with ``content``/``text``/``page_content`` and optional ``id``/``score``/``metadata``, or of
@@ -245,7 +282,9 @@ def to_documents(result: Any) -> list[Document]:
             items = [] if iter(result) is result else result
         else:
             items = [result]
-        for item in items:
+        for index, item in enumerate(items):
+            if max_documents is not None and index >= max_documents:
+                break
             if isinstance(item, (str, bytes, bytearray)):
                 docs.append(Document(_text(item)))
                 continue

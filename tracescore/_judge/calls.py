@@ -5,18 +5,22 @@ Layered from the outside in: ``Caller.complete`` asks once more when the answer 
 validate (the repair retry, counted in ``JudgeReply.calls``); ``_call_with_fallback`` steps
 down the structured-output modes when the provider rejects one; ``_call_with_retries`` retries
 HTTP 429, 5xx and connection errors with exponential backoff and jitter (tenacity; litellm's own
-retries are off), bounds each attempt by ``timeout``, records the metrics, and maps the last
-failure to tracescore's exceptions.
+retries are off), waiting what a ``Retry-After`` header asks instead when there is one (at most
+``MAX_RETRY_AFTER`` seconds and never longer than ``timeout``), bounds each attempt by
+``timeout``, records the metrics, and maps the last failure to tracescore's exceptions.
 """
 
 from __future__ import annotations
 
 import asyncio
+import email.utils
+import logging
 import random
 import time
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
+from tracescore import _env
 from tracescore._errors import InvalidJudgeOutputError, JudgeError
 
 from . import metrics, output
@@ -29,7 +33,11 @@ from .transport import start_call
 if TYPE_CHECKING:
     from pydantic import BaseModel
 
+logger = logging.getLogger("tracescore")
+
 _MAX_BACKOFF = 20.0
+# The longest wait a Retry-After header can ask for (also bounded by the judge's timeout).
+MAX_RETRY_AFTER = 60.0
 # A backstop in case a provider ignores litellm's timeout: seconds past ``timeout``.
 _TIMEOUT_GRACE = 5.0
 
@@ -44,6 +52,9 @@ class Caller:
         max_retries: retries after the first attempt for 429/5xx/connection errors.
         retry_backoff: base of the exponential backoff, in seconds.
         out_of_process: make the calls in the judge child process; may be changed later.
+        max_reply_length: characters of an answer that are parsed; a longer one is invalid
+            output (repair retry, then ``InvalidJudgeOutputError``). Default
+            ``TRACESCORE_JUDGE_MAX_REPLY_LENGTH``, else 65536.
     """
 
     def __init__(
@@ -55,8 +66,12 @@ class Caller:
         max_retries: int,
         retry_backoff: float,
         out_of_process: bool,
+        max_reply_length: int | None = None,
     ) -> None:
         self.model = model
+        self.max_reply_length = (
+            _env.judge_max_reply_length() if max_reply_length is None else max_reply_length
+        )
         self.timeout = timeout
         self.max_retries = max_retries
         self.retry_backoff = retry_backoff
@@ -92,7 +107,9 @@ class Caller:
             costs.append(metrics.cost(response))
             content = output.content_of(response)
             try:
-                parsed = output.parse(content, schema, validate)
+                parsed = await output.parse_async(
+                    content, schema, validate, self.max_reply_length
+                )
             except output.InvalidOutput as exc:
                 error = str(exc)
                 if attempt == 0:
@@ -194,8 +211,75 @@ class Caller:
         raise AssertionError("unreachable")  # pragma: no cover
 
     def _backoff(self, retry_state: Any) -> float:
+        outcome = getattr(retry_state, "outcome", None)
+        exc = outcome.exception() if outcome is not None and outcome.failed else None
+        asked = retry_after(exc) if exc is not None else None
+        if asked is not None:
+            # The provider said when to come back: sooner only earns another 429. Bounded, so
+            # a hostile or broken header cannot park the job (nor past the attempt timeout).
+            wait = min(asked, MAX_RETRY_AFTER, self.timeout)
+            logger.debug("tracescore judge %r: retrying after %.1f s (Retry-After)",
+                         self.model, wait)
+            return wait
         # Exponential with full-size jitter, written out because tenacity's
         # wait_exponential_jitter changed its arguments between the versions we support.
         exponent = max(0, int(retry_state.attempt_number) - 1)
         base = self.retry_backoff * (2**exponent)
-        return float(min(base + random.uniform(0, self.retry_backoff), _MAX_BACKOFF))
+        wait = float(min(base + random.uniform(0, self.retry_backoff), _MAX_BACKOFF))
+        logger.debug("tracescore judge %r: retrying after %.1f s (backoff)", self.model, wait)
+        return wait
+
+
+def retry_after(exc: BaseException) -> float | None:
+    """Seconds a failed call's ``Retry-After`` (or ``retry-after-ms``) response header asks to
+    wait, or None when there is none or it cannot be read.
+
+    The header is read from what litellm attaches to its exceptions (``litellm_response_headers``,
+    ``response.headers``, ``headers``). Its value is seconds (RFC 9110 §10.2.3) or an HTTP date;
+    a negative or unreadable value counts as none.
+
+    Example:
+        >>> class Limited(Exception):
+        ...     headers = {"Retry-After": "2"}
+        >>> retry_after(Limited())
+        2.0
+    """
+    for headers in _header_sources(exc):
+        try:
+            lowered = {str(k).lower(): str(v) for k, v in dict(headers).items()}
+        except Exception:  # noqa: BLE001 - headers of an unknown shape: look elsewhere
+            continue
+        millis = _seconds(lowered.get("retry-after-ms"))
+        if millis is not None:
+            return millis / 1000
+        seconds = _seconds(lowered.get("retry-after"))
+        if seconds is not None:
+            return seconds
+        raw = lowered.get("retry-after")
+        if raw:
+            try:
+                when = email.utils.parsedate_to_datetime(raw)
+            except (TypeError, ValueError, IndexError):
+                continue
+            return max(0.0, when.timestamp() - time.time())
+    return None
+
+
+def _header_sources(exc: BaseException) -> list[Any]:
+    found = []
+    for value in (getattr(exc, "litellm_response_headers", None),
+                  getattr(getattr(exc, "response", None), "headers", None),
+                  getattr(exc, "headers", None)):
+        if value:
+            found.append(value)
+    return found
+
+
+def _seconds(raw: str | None) -> float | None:
+    if raw is None:
+        return None
+    try:
+        value = float(raw.strip())
+    except ValueError:
+        return None
+    return value if value >= 0 and value == value and value != float("inf") else None

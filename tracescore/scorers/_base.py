@@ -28,6 +28,7 @@ from typing import Any, Literal, TypeAlias
 
 from pydantic import BaseModel, ConfigDict
 
+from tracescore._cpu import in_worker, run_cpu
 from tracescore._errors import ConfigurationError, ScorerError, ScoringError
 from tracescore._judge import Judge, JudgeReply, check_model_spec, resolve_judge
 from tracescore._loop import run_blocking
@@ -469,6 +470,13 @@ class Scorer(ScorerProtocol):
             >>> result = scorer.run(input="What is 2+2?", output="4")  # doctest: +SKIP
             >>> result.score, result.reason  # doctest: +SKIP
         """
+        if in_worker():
+            # The step's worker would wait on the loop, which may need that worker for this
+            # run's own steps: with every worker waiting so, nothing would ever finish.
+            raise RuntimeError(
+                "Scorer.run() was called from a scorer step; make the step 'async def' and use "
+                "'await scorer.arun(...)' instead"
+            )
         return run_blocking(
             self.arun(
                 input=input, output=output, ground_truth=ground_truth, context=context, **extra
@@ -870,7 +878,13 @@ def _default_schema_name(scorer_id: str, step: str) -> str:
 
 
 async def _call(step: Callable[[ScorerRun], Any], run: ScorerRun) -> Any:
-    value = step(run)
+    if inspect.iscoroutinefunction(step):
+        value = await step(run)
+    else:
+        # A synchronous step may be CPU-bound (a heuristic scorer on a long text): run it in
+        # tracescore's small worker pool, so the loop that serves every other scoring job and
+        # judge call keeps answering meanwhile.
+        value = await run_cpu(step, run)
     if inspect.isawaitable(value):
         value = await value
     if isinstance(value, NotScorable):

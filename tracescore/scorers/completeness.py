@@ -31,6 +31,8 @@ _WORD = re.compile(r"[^\W_]+")
 # Words this short match only exactly; longer ones may match by containment.
 _EXACT_MATCH_MAX_LENGTH = 3
 _CONTAINMENT_MIN_RATIO = 0.6
+# Longer words match only exactly (see covered_words).
+_MAX_FUZZY_LENGTH = 64
 _MAX_LISTED = 10
 
 
@@ -89,8 +91,48 @@ def words_match(wanted: str, candidate: str) -> bool:
 
 
 def covered_words(wanted: Sequence[str], available: Sequence[str]) -> list[str]:
-    """The words of ``wanted`` that some word of ``available`` covers (``words_match``)."""
-    return [w for w in wanted if any(words_match(w, c) for c in available)]
+    """The words of ``wanted`` that some word of ``available`` covers (``words_match``).
+
+    Near-linear in the number of words: instead of comparing every wanted word with every
+    available one, each word's qualifying substrings (those over 60% of its length) are looked
+    up in a set. A word longer than 64 characters (a hash, a base64 blob, never a natural
+    word) matches only itself, which keeps that enumeration small (at most ~400 substrings per
+    word); ``words_match`` still applies its full rule to any pair.
+
+    Example:
+        >>> covered_words(["cats", "information", "dog"], ["cat", "inform", "dogs"])
+        ['cats']
+    """
+    exact = set(available)
+    # Substrings of available words that a shorter wanted word may equal (case 1 below).
+    inside_available: set[str] = set()
+    for candidate in exact:
+        inside_available.update(_qualifying_substrings(candidate))
+    covered = []
+    for word in wanted:
+        if word in exact:
+            covered.append(word)
+        elif len(word) <= _EXACT_MATCH_MAX_LENGTH or len(word) > _MAX_FUZZY_LENGTH:
+            continue
+        elif word in inside_available or any(  # 1: inside a longer word; 2: contains one
+            part in exact for part in _qualifying_substrings(word)
+        ):
+            covered.append(word)
+    return covered
+
+
+def _qualifying_substrings(word: str) -> set[str]:
+    """The substrings of ``word`` shorter than it and over 60% of its length (none for words
+    of 3 characters or fewer, or over ``_MAX_FUZZY_LENGTH``)."""
+    size = len(word)
+    if size > _MAX_FUZZY_LENGTH or size <= _EXACT_MATCH_MAX_LENGTH:
+        return set()
+    shortest = int(size * _CONTAINMENT_MIN_RATIO) + 1
+    return {
+        word[start : start + length]
+        for length in range(shortest, size)
+        for start in range(size - length + 1)
+    }
 
 
 @functools.lru_cache(maxsize=16)

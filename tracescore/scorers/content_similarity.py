@@ -6,7 +6,6 @@ from collections import Counter
 
 from tracescore._errors import ConfigurationError
 from tracescore.scorers._base import NotScorable, Scorer, ScorerRun
-from tracescore.scorers._text import input_text
 
 __all__ = ["create_content_similarity_scorer", "dice_coefficient"]
 
@@ -92,7 +91,7 @@ def create_content_similarity_scorer(
     def reference(run: ScorerRun) -> tuple[str, str]:
         if run.ground_truth is not None:
             return "ground truth", run.ground_truth_text
-        return "input", input_text(run.input)
+        return "input", run.input_text
 
     def score(run: ScorerRun) -> float:
         label, text = reference(run)

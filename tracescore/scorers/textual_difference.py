@@ -16,7 +16,6 @@ from typing import Any
 
 from tracescore._errors import ConfigurationError
 from tracescore.scorers._base import NotScorable, Scorer, ScorerRun
-from tracescore.scorers._text import input_text
 
 __all__ = ["create_textual_difference_scorer", "lcs_similarity"]
 
@@ -94,7 +93,7 @@ def create_textual_difference_scorer() -> Scorer:
     def reference(run: ScorerRun) -> tuple[str, str]:
         if run.ground_truth is not None:
             return "ground truth", run.ground_truth_text
-        return "input", input_text(run.input)
+        return "input", run.input_text
 
     def preprocess(run: ScorerRun) -> dict[str, Any]:
         label, text = reference(run)

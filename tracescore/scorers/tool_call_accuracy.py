@@ -27,6 +27,9 @@ SCORER_ID = "tool-call-accuracy"
 
 # Tool arguments and results can be large (documents, API payloads); the judge needs their gist.
 _MAX_VALUE_CHARS = 2_000
+# What a validation error quotes of the judge's own answer (the repair prompt echoes it).
+_MAX_QUOTED_CHARS = 80
+_MAX_QUOTED = 5
 
 
 class ToolEvaluation(BaseModel):
@@ -142,6 +145,13 @@ def normalise_available_tools(available_tools: Any) -> list[dict[str, Any]]:
     return tools
 
 
+def _quoted(text: str) -> str:
+    """``text`` as a short quoted string for an error message the judge reads back."""
+    if len(text) > _MAX_QUOTED_CHARS:
+        text = text[:_MAX_QUOTED_CHARS] + "..."
+    return repr(text)
+
+
 def _bounded_json(value: Any) -> Any:
     """``value`` as-is when its JSON is short, else its JSON text cut to a bounded length."""
     text = json.dumps(value, ensure_ascii=False, default=plain_text)
@@ -252,15 +262,19 @@ def create_tool_call_accuracy_scorer_llm(
             )
         for index, (evaluation, call) in enumerate(zip(parsed.evaluations, calls, strict=True)):
             if evaluation.tool_called.strip().lower() != call["name"].strip().lower():
+                # The judge's value is quoted short; the repair prompt escapes the whole
+                # message inside its <problem> element, so no quoted text can close it.
                 raise ValueError(
-                    f"evaluation {index} is for {evaluation.tool_called!r} but tool call "
-                    f"{index} was to {call['name']!r}; keep the calls' order"
+                    f"evaluation {index} is for {_quoted(evaluation.tool_called)} but tool "
+                    f"call {index} was to {_quoted(call['name'])}; keep the calls' order"
                 )
         unknown = [m for m in parsed.missing_tools if m.strip().lower() not in tool_names]
         if unknown:
             raise ValueError(
                 f"missing_tools may only name available tools "
-                f"({', '.join(t['name'] for t in tools)}); got {unknown}"
+                f"({', '.join(t['name'] for t in tools)}); got "
+                f"{', '.join(_quoted(m) for m in unknown[:_MAX_QUOTED])}"
+                f"{' and more' if len(unknown) > _MAX_QUOTED else ''}"
             )
 
     def score(run: ScorerRun) -> float:
