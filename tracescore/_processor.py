@@ -41,6 +41,9 @@ logger = logging.getLogger("tracescore")
 
 # Seconds between deadline sweeps at most: many held spans share one sweep.
 _SWEEP_COALESCE = 0.05
+# The deadline of a shutdown that follows a flush which missed its own while what it waited for
+# (a scorer, the exporter) is still stuck: enough to hand over what is held, not another wait.
+_SHUTDOWN_AFTER_MISSED_FLUSH = 1.0
 
 __all__ = ["ScoreEvent", "ScoringSpanProcessor", "Stats"]
 
@@ -101,6 +104,7 @@ class ScoringSpanProcessor(SpanProcessor):
         self._closed = False
         self._shutdown_started = False
         self._export_call: _Call | None = None
+        self._flush_missed = False  # the last force_flush ran out of time
         self._sweep_armed = False  # loop-thread only
         self._wants_tool_calls = any(r.scorer.uses_tool_calls for r in self._rules)
         wants_buffer = self._wants_tool_calls or any(r.scorer.uses_context for r in self._rules)
@@ -332,6 +336,7 @@ class ScoringSpanProcessor(SpanProcessor):
                 return bool(downstream.force_flush(left))
 
             flushed = self._call_before(flush, "flush", deadline)
+        self._flush_missed = not (idle and flushed)
         return bool(idle and flushed and not remaining)
 
     def shutdown(self, timeout_millis: float | None = None) -> None:
@@ -340,7 +345,11 @@ class ScoringSpanProcessor(SpanProcessor):
 
         Only the first call does anything: tracescore's exit hook and the SDK's
         ``TracerProvider`` (at exit) both shut processors down, and the second must not wait
-        again.
+        again. Right after a ``force_flush`` that missed its deadline, while what it waited for
+        (a scorer, the export processor) is still running, the deadline is at most one second:
+        a second full wait on the same hung backend or scorer would get nothing more out, so
+        ``force_flush()`` then ``shutdown()`` costs one deadline, not two (the exit hooks rely
+        on this too).
         """
         with self._lock:
             if self._shutdown_started:
@@ -348,6 +357,8 @@ class ScoringSpanProcessor(SpanProcessor):
             self._shutdown_started = True
         if timeout_millis is None:
             timeout_millis = self.flush_timeout * 1000
+        if self._flush_missed and self._still_stuck():
+            timeout_millis = min(_seconds(timeout_millis), _SHUTDOWN_AFTER_MISSED_FLUSH) * 1000
         deadline = time.monotonic() + _seconds(timeout_millis)
         self.force_flush(timeout_millis)
         self._closed = True  # from now on on_end exports every span directly
@@ -362,6 +373,11 @@ class ScoringSpanProcessor(SpanProcessor):
                 return True
 
             self._call_before(stop, "shutdown", deadline, queue=True)
+
+    def _still_stuck(self) -> bool:
+        """Whether a scoring job or an export-processor call is still running."""
+        call = self._export_call
+        return self._engine.pending > 0 or (call is not None and not call.done.is_set())
 
     def _call_before(self, fn: Callable[[], bool], what: str, deadline: float,
                      queue: bool = False) -> bool:
