@@ -432,3 +432,104 @@ def export_retry_max_age() -> float:
     """``TRACESCORE_EXPORT_RETRY_MAX_AGE``: seconds a failed batch is retried before it is
     dropped. Default 3600."""
     return float(read_positive(TRACESCORE_EXPORT_RETRY_MAX_AGE, DEFAULT_EXPORT_RETRY_MAX_AGE))
+
+
+# Variables whose names look secret but are not: the shell's working directories ("pwd").
+_NOT_CREDENTIALS = frozenset({"PWD", "OLDPWD"})
+
+
+def credential_values(is_secret_name: Callable[[str], bool]) -> list[str]:
+    """The values of the credential variables: every one of ``CREDENTIAL_VARIABLES`` that is
+    set, and every other variable whose name ``is_secret_name`` calls secret (``*_KEY``,
+    ``*TOKEN*``, ``*SECRET*``, ``*PASSWORD*``, ...). They are redacted wherever they appear
+    (``tracescore._redact``); nothing else uses them.
+
+    Args:
+        is_secret_name: the key-name rule (``tracescore._redact.is_secret_key``).
+
+    Returns:
+        The non-blank values, stripped, in no particular order.
+    """
+    wanted = set(CREDENTIAL_VARIABLES)
+    values: list[str] = []
+    for name, value in list(os.environ.items()):
+        if not value.strip() or name in _NOT_CREDENTIALS:
+            continue
+        try:
+            secret = name in wanted or is_secret_name(name)
+        except Exception:
+            secret = False
+        if secret:
+            values.append(value.strip())
+    return values
+
+
+def redact_patterns() -> list[str]:
+    """``TRACESCORE_REDACT_PATTERNS``: extra regular expressions whose matches are redacted.
+
+    One expression, or a JSON array of them (``["ACME-[0-9]{8}", "tenant-[a-z]+"]``). A value
+    that is neither (bad JSON, an expression that does not compile) warns and is ignored, so
+    that a bad variable never stops the application. Default: none.
+    """
+    raw = _raw(TRACESCORE_REDACT_PATTERNS)
+    if not raw:
+        return []
+    patterns: list[str]
+    if raw.startswith("["):
+        try:
+            loaded = json.loads(raw)
+        except ValueError:
+            loaded = None
+        if not isinstance(loaded, list) or not all(isinstance(p, str) for p in loaded):
+            _warn(TRACESCORE_REDACT_PATTERNS, raw,
+                  "a regular expression or a JSON array of them", [])
+            return []
+        patterns = loaded
+    else:
+        patterns = [raw]
+    good: list[str] = []
+    for pattern in patterns:
+        try:
+            re.compile(pattern)
+        except re.error:
+            _warn(TRACESCORE_REDACT_PATTERNS, pattern, "a regular expression", "nothing")
+            continue
+        good.append(pattern)
+    return good
+
+
+# --- Where scores also go (issue 12): Phoenix annotations, OTLP log records --------------------
+
+TRACESCORE_PHOENIX_URL = "TRACESCORE_PHOENIX_URL"
+OTEL_EXPORTER_OTLP_LOGS_ENDPOINT = "OTEL_EXPORTER_OTLP_LOGS_ENDPOINT"
+OTEL_EXPORTER_OTLP_LOGS_PROTOCOL = "OTEL_EXPORTER_OTLP_LOGS_PROTOCOL"
+DEFAULT_LOG_FILE_SUFFIX = "-logs"  # tracescore-traces.jsonl -> tracescore-logs.jsonl
+
+
+def phoenix_url() -> str | None:
+    """``TRACESCORE_PHOENIX_URL``: Phoenix's base URL (e.g. ``http://127.0.0.1:6006``); when
+    set, every score is also posted as a span annotation. Default None (off)."""
+    value = read_str(TRACESCORE_PHOENIX_URL)
+    if value is None:
+        return None
+    if not value.startswith(("http://", "https://")):
+        _warn(TRACESCORE_PHOENIX_URL, value, "an http:// or https:// URL", None)
+        return None
+    return value.rstrip("/")
+
+
+def otlp_logs_endpoint() -> str | None:
+    """``OTEL_EXPORTER_OTLP_LOGS_ENDPOINT``, else ``OTEL_EXPORTER_OTLP_ENDPOINT``; None when
+    neither is set (then score log records are not sent over OTLP)."""
+    return read_str(OTEL_EXPORTER_OTLP_LOGS_ENDPOINT) or read_str(OTEL_EXPORTER_OTLP_ENDPOINT)
+
+
+def otlp_logs_protocol() -> str:
+    """``OTEL_EXPORTER_OTLP_LOGS_PROTOCOL``, else ``OTEL_EXPORTER_OTLP_PROTOCOL``:
+    ``http/protobuf`` (default) or ``grpc``; anything else warns and uses the default."""
+    name = (
+        OTEL_EXPORTER_OTLP_LOGS_PROTOCOL
+        if _raw(OTEL_EXPORTER_OTLP_LOGS_PROTOCOL)
+        else OTEL_EXPORTER_OTLP_PROTOCOL
+    )
+    return read_enum(name, OTLP_PROTOCOLS, DEFAULT_OTLP_PROTOCOL)

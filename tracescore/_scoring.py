@@ -17,6 +17,7 @@ from typing import Any
 
 from . import _semconv as sc
 from ._errors import ScoringError
+from ._fingerprint import evaluator_version
 from ._input_caps import cap_kwargs
 from ._request import ScoreOutcome, ScoringRequest
 from ._rules import CompiledRule
@@ -82,6 +83,11 @@ async def score(
     if ran.error_type is None:
         label = label_for(ran.score, rule.threshold, bool(scorer.higher_is_better))
     attrs = evaluation_attributes(scorer_id, ran, label=label, sample_rate=rule.sample_rate)
+    # Provenance (issue 12): which evaluator version judged which response.
+    attrs[sc.TRACESCORE_EVALUATOR_VERSION] = evaluator_version(scorer)
+    response_id = request.attributes.get(sc.GEN_AI_RESPONSE_ID)
+    if isinstance(response_id, str) and response_id:
+        attrs[sc.GEN_AI_RESPONSE_ID] = response_id
     if on_error:
         attrs[sc.TRACESCORE_SELECTED_ON_ERROR] = True
     return ScoreOutcome(

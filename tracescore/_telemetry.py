@@ -8,8 +8,10 @@ Metrics (instrument names are tracescore's own: the GenAI conventions define the
 ``gen_ai.evaluation.result`` event but no evaluation metric yet):
 
 - ``tracescore.evaluation.score`` (histogram, ``1``): ``gen_ai.evaluation.name``,
-  ``gen_ai.evaluation.score.label``.
+  ``gen_ai.evaluation.score.label``, ``gen_ai.agent.name``, ``gen_ai.operation.name``; recorded
+  in the scored span's context, so an exemplar-aware reader links each bucket to a trace.
 - ``tracescore.scoring.jobs`` (counter, ``{job}``): ``gen_ai.evaluation.name``,
+  ``gen_ai.agent.name``, ``gen_ai.operation.name``,
   ``tracescore.outcome`` (``scored``, ``not_scorable``, ``error``, ``skipped``, ``dropped``:
   accepted but never finished because tracescore shut down), ``error.type``,
   ``tracescore.skip.reason``.
@@ -20,6 +22,14 @@ Metrics (instrument names are tracescore's own: the GenAI conventions define the
 - ``tracescore.judge.cost`` (counter, ``USD``): ``gen_ai.evaluation.name``,
   ``tracescore.judge.model``.
 - ``tracescore.scoring.queue.size`` and ``tracescore.spans.held`` (gauges).
+- ``tracescore.phoenix.annotations`` (counter, ``{annotation}``): ``tracescore.outcome``
+  (``sent``, ``failed``, ``dropped``): the Phoenix annotation writer's deliveries.
+
+Bounded cardinality: ``gen_ai.agent.name`` and ``gen_ai.operation.name`` come from the scored
+span's attributes, which any instrumentation may fill with anything. Per scorer id, the first
+``MAX_DIMENSION_VALUES`` (20) distinct values of each are kept; later new values are recorded
+as ``_other`` (and a span without the attribute as ``_none``), so one scorer adds at most
+21 x 21 label-operation combinations whatever the traffic.
 - ``tracescore.spans.exported`` (counter, ``{span}``): spans the exporter accepted.
 - ``tracescore.spans.dropped`` (counter, ``{span}``): spans that will never reach the backend,
   by ``tracescore.drop.reason`` (``queue_full``, ``export_failed``, ``too_large``,
@@ -38,6 +48,7 @@ judge's too (told apart by the instrumentation scope ``tracescore``):
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -49,6 +60,9 @@ from . import _semconv as sc
 logger = logging.getLogger("tracescore")
 
 OUTCOME: str = "tracescore.outcome"
+MAX_DIMENSION_VALUES = 20
+OTHER = "_other"
+NONE = "_none"
 SKIP_REASON: str = "tracescore.skip.reason"
 DROP_REASON: str = "tracescore.drop.reason"
 TOKEN_TYPE: str = "gen_ai.token.type"
@@ -146,6 +160,13 @@ class Telemetry:
             "tracescore.spans.held", callbacks=[observe(held_spans)], unit="{span}",
             description="Spans held until their scores are attached.",
         )
+        self.annotations = meter.create_counter(
+            "tracescore.phoenix.annotations", unit="{annotation}",
+            description="Scores sent to Phoenix as span annotations, by outcome (sent, failed, "
+                        "dropped).",
+        )
+        self._dimension_lock = threading.Lock()
+        self._dimension_values: dict[tuple[str, str], set[str]] = {}
         self._logger_provider = logger_provider
         self._event_logger: Any = None
 
@@ -196,25 +217,63 @@ class Telemetry:
         self.jobs.add(1, {sc.GEN_AI_EVALUATION_NAME: scorer_id, OUTCOME: "skipped",
                           SKIP_REASON: reason})
 
-    def record_score(self, event: Any, duration_s: float) -> None:
+    def bounded(self, scorer_id: str, dimension: str, value: Any) -> str:
+        """``value`` as a metric dimension of ``scorer_id``: itself while fewer than
+        ``MAX_DIMENSION_VALUES`` distinct values were seen for that scorer and dimension (or it
+        is one of them), else ``_other``; ``_none`` when missing."""
+        if value is None or value == "":
+            return NONE
+        text = str(value)
+        with self._dimension_lock:
+            seen = self._dimension_values.setdefault((scorer_id, dimension), set())
+            if text in seen:
+                return text
+            if len(seen) >= MAX_DIMENSION_VALUES:
+                return OTHER
+            seen.add(text)
+            return text
+
+    def record_annotations(self, outcome: str, count: int) -> None:
+        """Count Phoenix annotations by ``outcome`` (``sent``, ``failed``, ``dropped``)."""
+        try:
+            self.annotations.add(count, {OUTCOME: outcome})
+        except Exception:
+            logger.debug("tracescore could not record annotation metrics", exc_info=True)
+
+    def record_score(self, event: Any, duration_s: float, *, end_time: int = 0,
+                     agent: Any = None, operation: Any = None) -> None:
         """Record one finished job: its outcome, score, duration, tokens and cost, and emit the
-        log-based ``gen_ai.evaluation.result`` event tied to the scored span."""
+        log-based ``gen_ai.evaluation.result`` event tied to the scored span.
+
+        Args:
+            event: the ``ScoreEvent``.
+            duration_s: the job's wall time in seconds.
+            end_time: the scored span's end in ns since the epoch (the log record's timestamp);
+                0 when unknown (the record is then stamped when it is emitted).
+            agent: the scored span's ``gen_ai.agent.name``, when it has one.
+            operation: its ``gen_ai.operation.name`` (or the kind tracescore read).
+        """
         try:
             name = event.scorer_id
+            dims = {sc.GEN_AI_EVALUATION_NAME: name,
+                    sc.GEN_AI_AGENT_NAME: self.bounded(name, sc.GEN_AI_AGENT_NAME, agent),
+                    sc.GEN_AI_OPERATION_NAME: self.bounded(name, sc.GEN_AI_OPERATION_NAME,
+                                                           operation)}
             if event.error_type is not None:
                 outcome = "error"
-                self.jobs.add(1, {sc.GEN_AI_EVALUATION_NAME: name, OUTCOME: outcome,
-                                  sc.ERROR_TYPE: event.error_type})
+                self.jobs.add(1, {**dims, OUTCOME: outcome, sc.ERROR_TYPE: event.error_type})
             elif event.score is None:
                 outcome = "not_scorable"
-                self.jobs.add(1, {sc.GEN_AI_EVALUATION_NAME: name, OUTCOME: outcome})
+                self.jobs.add(1, {**dims, OUTCOME: outcome})
             else:
                 outcome = "scored"
-                self.jobs.add(1, {sc.GEN_AI_EVALUATION_NAME: name, OUTCOME: outcome})
-                attrs = {sc.GEN_AI_EVALUATION_NAME: name}
+                self.jobs.add(1, {**dims, OUTCOME: outcome})
+                attrs = dict(dims)
                 if event.label is not None:
                     attrs[sc.GEN_AI_EVALUATION_SCORE_LABEL] = event.label
-                self.score.record(event.score, attrs)
+                # In the scored span's context: the SDK's exemplar reservoir keeps its trace and
+                # span ids, so a dashboard's exemplar links the bucket to the trace.
+                self.score.record(event.score, attrs, context=_span_context(event))
             self.duration.record(duration_s, {sc.GEN_AI_EVALUATION_NAME: name, OUTCOME: outcome})
             result = event.result
             model = getattr(result, "judge_model", None)
@@ -227,11 +286,11 @@ class Telemetry:
                 cost = getattr(result, "cost", None)
                 if cost:
                     self.cost.add(float(cost), base)
-            self._emit_log(event)
+            self._emit_log(event, end_time)
         except Exception:
             logger.debug("tracescore could not record score telemetry", exc_info=True)
 
-    def _emit_log(self, event: Any) -> None:
+    def _emit_log(self, event: Any, end_time: int = 0) -> None:
         if self._logger_provider is None:
             from opentelemetry import _logs
 
@@ -242,14 +301,25 @@ class Telemetry:
                 "ProxyLoggerProvider"
             ):
                 return
-        ctx = trace.set_span_in_context(
-            NonRecordingSpan(
-                SpanContext(event.trace_id, event.span_id, is_remote=False,
-                            trace_flags=TraceFlags(TraceFlags.SAMPLED))
-            )
-        )
+        # The GenAI conventions' form of the score: an event (a log record with an event name)
+        # in the scored span's trace, stamped when the scored operation ended. Keyword emit:
+        # opentelemetry-sdk >= 1.38 (the dependency floor).
         self._logger().emit(
+            timestamp=end_time or None,
             event_name=sc.GEN_AI_EVALUATION_RESULT_EVENT,
             attributes=event.attributes,
-            context=ctx,
+            context=_span_context(event),
         )
+
+
+def _span_context(event: Any) -> Any:
+    """A context whose current span is the scored span (non-recording, from its ids); None for
+    a score without a span (``run_evals`` without tracing)."""
+    if not event.trace_id or not event.span_id:
+        return None
+    return trace.set_span_in_context(
+        NonRecordingSpan(
+            SpanContext(event.trace_id, event.span_id, is_remote=False,
+                        trace_flags=TraceFlags(TraceFlags.SAMPLED))
+        )
+    )

@@ -30,6 +30,7 @@ from pydantic import BaseModel, ConfigDict
 
 from tracescore._cpu import in_worker, run_cpu
 from tracescore._errors import ConfigurationError, ScorerError, ScoringError
+from tracescore._fingerprint import fingerprint
 from tracescore._judge import Judge, JudgeReply, check_model_spec, resolve_judge
 from tracescore._loop import run_blocking
 from tracescore._scorer import Scorer as ScorerProtocol
@@ -430,6 +431,29 @@ class Scorer(ScorerProtocol):
 
     def __repr__(self) -> str:
         return f"Scorer(id={self.id!r}, model={self.model!r})"
+
+    @property
+    def fingerprint(self) -> str:
+        """The evaluator version: 12 hex digits of a hash of the id, the steps (prompts, their
+        output schemas, the code of step functions), the options, the scale and direction, and
+        a context given at creation. The same in every process for the same scorer; another
+        prompt or option gives another value. Recorded on every score as
+        ``tracescore.evaluator.version``; the judge model is recorded on its own
+        (``tracescore.judge.model``) and is not part of it.
+
+        Example:
+            >>> create_answer_relevancy_scorer().fingerprint  # doctest: +SKIP
+            '5c1e0a9f2b7d'
+        """
+        cached = self.__dict__.get("_fingerprint")
+        if cached is None:
+            cached = fingerprint(
+                self.id, self.scale, self.higher_is_better, self._requires, dict(self.options),
+                self._steps, self._context, self._context_extractor, self._round,
+                self.reason_in_analyze,
+            )
+            self.__dict__["_fingerprint"] = cached
+        return cached
 
     def run(
         self,
