@@ -116,6 +116,7 @@ def test_rag_agent_scored_end_to_end(receiver: Any, judge_server: JudgeServer) -
         "Mostly relevant; one statement is off.")
     assert relevancy.pop("tracescore.judge.model") == "openai/test-judge"
     assert relevancy.pop("tracescore.sample_rate") == 1.0
+    assert len(relevancy.pop("tracescore.evaluator.version")) == 12  # issue 12: provenance
     assert relevancy.pop("gen_ai.evaluation.name") == "answer-relevancy"
     assert relevancy == {}
     precision = events["context-precision"]

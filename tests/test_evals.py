@@ -892,6 +892,7 @@ def test_traced_run_has_an_experiment_span_item_spans_and_events() -> None:
     assert event.pop("gen_ai.evaluation.score.value") == 1.0
     assert event.pop("gen_ai.evaluation.score.label") == "pass"
     assert event.pop("tracescore.sample_rate") == 1.0
+    assert len(event.pop("tracescore.evaluator.version")) == 12  # issue 12: provenance
     assert event.pop("gen_ai.evaluation.explanation").startswith("The output's character")
     assert event == {}
     (second,) = eval_events(items[1])

@@ -33,5 +33,7 @@ def test_the_exported_copy_keeps_the_dropped_counts() -> None:
     assert exported.dropped_attributes == 3  # ... that says what the SDK dropped
     assert exported.dropped_events == 1
     assert [e.name for e in exported.events] == ["two", "gen_ai.evaluation.result"]
-    assert len(exported.attributes) == 3
+    # The span's 3 attributes the SDK kept, plus the score as a searchable attribute.
+    assert dict(exported.attributes) == {"a3": 3, "a4": 4, "output.value": "an output",
+                                         "tracescore.score.probe": pytest.approx(0.09)}
     inst.shutdown()

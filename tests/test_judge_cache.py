@@ -446,6 +446,7 @@ def test_online_rules_judge_the_retrieved_documents_and_extract_claims_once(
     assert faithfulness.pop("gen_ai.evaluation.name") == "faithfulness"
     assert faithfulness.pop("tracescore.judge.model") == "openai/test-judge"
     assert faithfulness.pop("tracescore.sample_rate") == 1.0
+    assert len(faithfulness.pop("tracescore.evaluator.version")) == 12  # issue 12: provenance
     assert faithfulness == {}
     hallucination = events["hallucination"]
     # 1 hallucinated claim of 3: 0.33, above the 0.2 threshold where lower is better: fail.

@@ -54,6 +54,7 @@ def test_sampled_span_exported_once_with_event() -> None:
     assert event.pop("gen_ai.evaluation.score.label") == "pass"
     assert event.pop("gen_ai.evaluation.explanation") == "length 10"
     assert event.pop("tracescore.sample_rate") == 1.0
+    assert len(event.pop("tracescore.evaluator.version")) == 12  # issue 12: provenance
     assert event == {}
     assert probe.calls == [{"input": "q", "output": "x" * 10}]
     tool_span = [s for s in spans if s.name.startswith("execute_tool")][0]

@@ -433,6 +433,7 @@ def test_online_agent_tool_calls_and_noise_rule(
     assert tool_event.pop("gen_ai.evaluation.explanation") == "The weather lookup was not needed."
     assert tool_event.pop("tracescore.judge.model") == "openai/test-judge"
     assert tool_event.pop("tracescore.sample_rate") == 1.0
+    assert len(tool_event.pop("tracescore.evaluator.version")) == 12  # issue 12: provenance
     assert tool_event.pop("gen_ai.evaluation.name") == "tool-call-accuracy"
     assert tool_event == {}
 

@@ -107,6 +107,7 @@ def test_capscore_scores_a_decorated_agent_through_the_scripted_judge(capscore: 
     assert event.pop("gen_ai.evaluation.explanation") == "Direct answer."
     assert event.pop("tracescore.judge.model") == "openai/test-judge"
     assert event.pop("tracescore.sample_rate") == 1.0
+    assert len(event.pop("tracescore.evaluator.version")) == 12  # issue 12: provenance
     assert event == {}
     assert capscore.scores() == {"answer-relevancy": [1.0]}
     assert capscore.judge.schema_names == [
@@ -141,6 +142,7 @@ def agent_span(name: str, trace: int, span: int, ticks: tuple[int, int, int]) ->
             "output.mime_type": "application/json",
             "output.value": json.dumps(ANSWER),
             "tracescore.span.kind": "agent",
+            "tracescore.score.answer_relevancy": 1.0,  # searchable (issue 12)
         },
         "events": [
             {
@@ -152,11 +154,17 @@ def agent_span(name: str, trace: int, span: int, ticks: tuple[int, int, int]) ->
                     "gen_ai.evaluation.explanation": "Direct answer.",
                     "tracescore.judge.model": "openai/test-judge",
                     "tracescore.sample_rate": 1.0,
+                    "tracescore.evaluator.version": EVALUATOR_VERSION,
                 },
             }
         ],
         "links": [],
     }
+
+
+# The evaluator version of the default answer-relevancy scorer: a fixed value, so a change to
+# its prompts or options shows up here as a new version (issue 12: provenance).
+EVALUATOR_VERSION = create_answer_relevancy_scorer().fingerprint
 
 
 def test_whole_spans_compare_with_sequential_ids_and_ticks(capscore: Any) -> None:

@@ -190,3 +190,112 @@ def exporter_from_env() -> tuple[SpanExporter, str]:
     )
 
     return HttpExporter(), f"OTLP http/protobuf {endpoint}"
+
+
+# --- Score log records (issue 12) --------------------------------------------------------------
+# Each score is also a gen_ai.evaluation.result log record. Where spans go to OTLP, so do the
+# records (same OTEL_EXPORTER_OTLP_* variables); where spans go to the local file, records go to
+# a sibling file in the same OTLP/JSON lines format, rotated the same way.
+
+
+def log_file_for(span_file: str | os.PathLike[str]) -> Path:
+    """The sibling log file of a span file: ``tracescore-traces.jsonl`` ->
+    ``tracescore-logs.jsonl``; any other ``name.ext`` -> ``name-logs.ext``."""
+    path = Path(span_file)
+    if "traces" in path.name:
+        return path.with_name(path.name.replace("traces", "logs", 1))
+    return path.with_name(f"{path.stem}{_env.DEFAULT_LOG_FILE_SUFFIX}{path.suffix}")
+
+
+def logs_to_otlp_json(batch: Sequence[Any]) -> dict[str, Any]:
+    """Encode log records as an OTLP/JSON ``ExportLogsServiceRequest`` (hex ids)."""
+    from google.protobuf.json_format import MessageToDict
+    from opentelemetry.exporter.otlp.proto.common._log_encoder import encode_logs
+
+    doc: dict[str, Any] = MessageToDict(encode_logs(batch), use_integers_for_enums=True)
+    _ids_to_hex(doc)
+    return doc
+
+
+def _log_exporter_base() -> Any:
+    from opentelemetry.sdk._logs import export
+
+    # LogRecordExporter is the newer name; LogExporter the one of the 1.38 floor.
+    return getattr(export, "LogRecordExporter", None) or export.LogExporter
+
+
+def _log_result(ok: bool) -> Any:
+    from opentelemetry.sdk._logs import export
+
+    result = getattr(export, "LogRecordExportResult", None) or export.LogExportResult
+    return result.SUCCESS if ok else result.FAILURE
+
+
+class FileLogExporter(_log_exporter_base()):  # type: ignore[misc]
+    """Append log records to a file as OTLP/JSON lines (one ``ExportLogsServiceRequest`` per
+    export), rotated by size exactly as ``FileSpanExporter`` rotates spans.
+
+    Args:
+        path: the file; default the sibling of the span file (``tracescore-logs.jsonl`` next to
+            ``tracescore-traces.jsonl``, see ``log_file_for``).
+        max_bytes: as ``FileSpanExporter`` (``TRACESCORE_EXPORT_FILE_MAX_BYTES``).
+        backup_count: as ``FileSpanExporter`` (``TRACESCORE_EXPORT_FILE_BACKUP_COUNT``).
+
+    Example:
+        >>> exporter = FileLogExporter("scores.jsonl")
+    """
+
+    def __init__(self, path: str | os.PathLike[str] | None = None, *,
+                 max_bytes: int | None = None, backup_count: int | None = None) -> None:
+        # The span file exporter's writer and rotation, reused: one code path for both files.
+        self._file = FileSpanExporter(path or log_file_for(_env.export_file()),
+                                      max_bytes=max_bytes, backup_count=backup_count)
+        self.path = self._file.path
+
+    def export(self, batch: Sequence[Any]) -> Any:
+        if self._file._closed:
+            return _log_result(False)
+        try:
+            line = json.dumps(logs_to_otlp_json(batch), ensure_ascii=False,
+                              separators=(",", ":"))
+            data = (line + "\n").encode("utf-8")
+            with self._file._lock:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                self._file._rotate_before(len(data))
+                with self.path.open("ab") as fh:
+                    fh.write(data)
+            return _log_result(True)
+        except Exception:
+            logger.warning("tracescore could not write score log records to %s", self.path,
+                           exc_info=True)
+            return _log_result(False)
+
+    def shutdown(self) -> None:
+        self._file.shutdown()
+
+    def force_flush(self, timeout_millis: int = 30_000) -> bool:
+        return True
+
+
+def log_exporter_from_env() -> tuple[Any, str] | None:
+    """The log exporter for score records that matches where spans go by default: OTLP when
+    ``OTEL_EXPORTER_OTLP_LOGS_ENDPOINT`` or ``OTEL_EXPORTER_OTLP_ENDPOINT`` is set (protocol
+    from ``OTEL_EXPORTER_OTLP_[LOGS_]PROTOCOL``); None when only a traces endpoint is set (there
+    is no logs endpoint to send to); else a ``FileLogExporter`` next to the span file."""
+    endpoint = _env.otlp_logs_endpoint()
+    if endpoint is None:
+        if _env.otlp_traces_endpoint() is not None:
+            return None
+        exporter = FileLogExporter()
+        return exporter, f"file {exporter.path}"
+    if _env.otlp_logs_protocol() == "grpc":
+        from opentelemetry.exporter.otlp.proto.grpc._log_exporter import (
+            OTLPLogExporter as GrpcLogExporter,
+        )
+
+        return GrpcLogExporter(), f"OTLP grpc {endpoint}"
+    from opentelemetry.exporter.otlp.proto.http._log_exporter import (
+        OTLPLogExporter as HttpLogExporter,
+    )
+
+    return HttpLogExporter(), f"OTLP http/protobuf {endpoint}"

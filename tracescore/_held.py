@@ -10,7 +10,7 @@ held span can be: the calling thread registers it here before its jobs are queue
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from opentelemetry.attributes import BoundedAttributes
@@ -25,12 +25,13 @@ Key = tuple[int, int]
 class Held:
     """One held span: its jobs still pending and the events attached so far."""
 
-    __slots__ = ("span", "pending", "events", "exported", "deadline")
+    __slots__ = ("span", "pending", "events", "attributes", "exported", "deadline")
 
     def __init__(self, span: ReadableSpan, pending: int, deadline: float) -> None:
         self.span = span
         self.pending = pending
         self.events: list[Event] = []
+        self.attributes: dict[str, Any] = {}  # the scores as searchable span attributes
         self.exported = False
         self.deadline = deadline
 
@@ -91,16 +92,18 @@ class HeldSpans:
         with self._lock:
             return self._release(held)
 
-    def attach(self, key: Key, event: Event) -> bool:
-        """Attach one score's event to the held span ``key``; export the span when it was the
-        last one pending. False when the span is not held (it went out already): the caller
-        sends the event on a carrier span."""
+    def attach(self, key: Key, event: Event, attributes: Mapping[str, Any] | None = None) -> bool:
+        """Attach one score's event (and its span ``attributes``) to the held span ``key``;
+        export the span when it was the last one pending. False when the span is not held (it
+        went out already): the caller sends the event on a carrier span."""
         export = False
         with self._lock:
             held = self._spans.get(key)
             if held is None or held.exported:
                 return False
             held.events.append(event)
+            if attributes:
+                held.attributes.update(attributes)
             held.pending -= 1
             if held.pending <= 0:
                 export = self._release(held)
@@ -157,16 +160,19 @@ class HeldSpans:
 
     def _export_held(self, held: Held) -> None:
         span = held.span
-        if held.events:
-            span = with_events(span, held.events)
+        if held.events or held.attributes:
+            span = with_events(span, held.events, held.attributes)
         self._export(span)
 
 
-def with_events(span: ReadableSpan, extra: Sequence[Event]) -> ReadableSpan:
-    """A copy of ``span`` with ``extra`` events appended, built with the public constructor,
-    keeping the counts of attributes, events and links the SDK dropped for its limits."""
-    attributes = BoundedAttributes(maxlen=None, attributes=dict(span.attributes or {}),
-                                   immutable=True)
+def with_events(span: ReadableSpan, extra: Sequence[Event],
+                extra_attributes: Mapping[str, Any] | None = None) -> ReadableSpan:
+    """A copy of ``span`` with ``extra`` events appended and ``extra_attributes`` added (the
+    scores as searchable attributes), built with the public constructor, keeping the counts of
+    attributes, events and links the SDK dropped for its limits."""
+    merged = dict(span.attributes or {})
+    merged.update(extra_attributes or {})
+    attributes = BoundedAttributes(maxlen=None, attributes=merged, immutable=True)
     attributes.dropped = span.dropped_attributes
     events: BoundedList[Event] = BoundedList(None)
     events.extend(tuple(span.events) + tuple(extra))

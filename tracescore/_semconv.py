@@ -113,6 +113,18 @@ TRACESCORE_TRUNCATED: Final = "tracescore.truncated"
 TRACESCORE_EXPORT_TRUNCATED: Final = "tracescore.export.truncated"
 
 INSTRUMENTATION_SCOPE: Final = "tracescore"
+# Provenance on every score: a hash of the scorer's prompts and options (tracescore._fingerprint),
+# and the scored response's id (a GenAI attribute of the gen_ai.evaluation.result event).
+TRACESCORE_EVALUATOR_VERSION: Final = "tracescore.evaluator.version"
+GEN_AI_RESPONSE_ID: Final = "gen_ai.response.id"
+# Scores as searchable attributes of the scored span (and of a late score's carrier span):
+# prefix + scorer id with every character outside [a-z0-9_] as "_", e.g.
+# tracescore.score.answer_relevancy (float), tracescore.label.answer_relevancy ("pass"/"fail"/
+# "not_scorable"), tracescore.score_error.answer_relevancy (error.type). See the README.
+TRACESCORE_SCORE_PREFIX: Final = "tracescore.score."
+TRACESCORE_LABEL_PREFIX: Final = "tracescore.label."
+TRACESCORE_SCORE_ERROR_PREFIX: Final = "tracescore.score_error."
+OPERATION_EVALUATION: Final = "evaluation"  # gen_ai.operation.name of a carrier span
 TRACESCORE_SELECTED_ON_ERROR: Final = "tracescore.selected_on_error"
 
 # --- run_evals experiments ---------------------------------------------------------------------

@@ -1,5 +1,6 @@
 """The writer that puts each score on the span it judges, as a ``gen_ai.evaluation.result``
-span event (CONTRACT §4).
+span event (CONTRACT §4), with the score also as searchable span attributes
+(``_writers.attributes``).
 
 While the scored span is held, the event joins it and the span is exported once its last score
 is in. A score that comes after its span went out (deadline, flush) is exported on a carrier
@@ -8,6 +9,7 @@ span ``evaluation {scorer id}``: a child of the scored span, in the same trace, 
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from collections.abc import Callable
@@ -21,6 +23,7 @@ from .. import _semconv as sc
 from .._held import HeldSpans
 from .._request import ScoreOutcome
 from .._stats import Stats
+from .attributes import span_attributes
 
 _ids = RandomIdGenerator()
 
@@ -49,7 +52,8 @@ class SpanEventWriter:
         event = Event(sc.GEN_AI_EVALUATION_RESULT_EVENT, dict(outcome.attributes),
                       timestamp=outcome.timestamp)
         request = outcome.request
-        attached = self._held.attach((request.trace_id, request.span_id), event)
+        attached = self._held.attach((request.trace_id, request.span_id), event,
+                                     span_attributes(outcome))
         with self._lock:
             if outcome.error_type is not None:
                 self._stats.scoring_errors += 1
@@ -90,9 +94,17 @@ def carrier(outcome: ScoreOutcome, event: Event) -> ReadableSpan:
         parent=parent,
         resource=getattr(scored, "resource", None),
         attributes={
+            sc.GEN_AI_OPERATION_NAME: sc.OPERATION_EVALUATION,
+            # Phoenix shows an EVALUATOR span's output: the score, label and explanation.
             sc.OPENINFERENCE_SPAN_KIND: sc.OI_KIND_EVALUATOR,
+            sc.OUTPUT_VALUE: json.dumps(
+                {"score": outcome.score, "label": outcome.label,
+                 "explanation": outcome.explanation, "error_type": outcome.error_type},
+                ensure_ascii=False),
+            sc.OUTPUT_MIME_TYPE: sc.MIME_JSON,
             sc.GEN_AI_EVALUATION_NAME: outcome.scorer_id,
             sc.TRACESCORE_EVALUATION_CARRIER: True,
+            **span_attributes(outcome),
         },
         events=[event],
         links=[Link(parent)],

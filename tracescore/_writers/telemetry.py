@@ -5,12 +5,15 @@ from __future__ import annotations
 
 from typing import Any
 
+from .. import _semconv as sc
 from .._request import ScoreOutcome
 from .callback import ScoreEvent
 
 
 class TelemetryWriter:
-    """Records every outcome with ``telemetry.record_score``.
+    """Records every outcome with ``telemetry.record_score``: the log record is stamped at the
+    scored span's end, and the metrics carry the span's agent name and operation (bounded by
+    ``Telemetry.bounded``).
 
     Args:
         telemetry: the configured instance's ``Telemetry``.
@@ -20,4 +23,11 @@ class TelemetryWriter:
         self.telemetry = telemetry
 
     def write(self, outcome: ScoreOutcome) -> None:
-        self.telemetry.record_score(ScoreEvent.from_outcome(outcome), outcome.duration)
+        request = outcome.request
+        attributes = request.attributes
+        self.telemetry.record_score(
+            ScoreEvent.from_outcome(outcome), outcome.duration,
+            end_time=request.end_time,
+            agent=attributes.get(sc.GEN_AI_AGENT_NAME),
+            operation=attributes.get(sc.GEN_AI_OPERATION_NAME) or request.kind,
+        )

@@ -1,0 +1,140 @@
+"""Where scores go besides the spans, set up by ``configure()``: the ``LoggerProvider`` of the
+``gen_ai.evaluation.result`` log records, and the Phoenix annotation writer (issue 12).
+
+Log records: when the application passes ``configure(logger_provider=...)`` or has set a global
+SDK ``LoggerProvider``, that one is used. Otherwise, when spans are exported where the
+environment says (no ``exporter=`` given), tracescore makes a ``LoggerProvider`` of its own with
+the span resource and a batch processor: OTLP from the same ``OTEL_EXPORTER_OTLP_*`` variables
+(``..._LOGS_ENDPOINT``/``..._LOGS_PROTOCOL`` first), or the sibling file of the span file
+(``tracescore-logs.jsonl``). That provider is **not** set as the global one: it carries only
+tracescore's score records, so it never captures the application's logs nor takes the place a
+later ``set_logger_provider`` of the application expects to fill. With a custom ``exporter=``
+or ``exporter=False``, tracescore makes no provider (pass ``logger_provider=`` for records).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import Any
+
+from . import _env
+from ._errors import ConfigurationError
+
+logger = logging.getLogger("tracescore")
+
+
+@dataclass
+class Destinations:
+    """What ``configure()`` built for scores beyond the spans.
+
+    Attributes:
+        logger_provider: the provider score records go to (None: the global one).
+        owned_logger_provider: True when tracescore made it (and flushes and shuts it down).
+        logs_description: where records go (``file ...``, ``OTLP ...``), or ``""``.
+        writers: extra writers for the engine (the Phoenix writer).
+    """
+
+    logger_provider: Any = None
+    owned_logger_provider: bool = False
+    logs_description: str = ""
+    writers: list[Any] = field(default_factory=list)
+
+    def force_flush(self, timeout_millis: float) -> bool:
+        """Flush the writers and the owned provider within ``timeout_millis``."""
+        ok = True
+        for writer in self.writers:
+            flush = getattr(writer, "force_flush", None)
+            if flush is not None:
+                ok = bool(flush(timeout_millis)) and ok
+        if self.owned_logger_provider:
+            ok = bool(self.logger_provider.force_flush(int(timeout_millis))) and ok
+        return ok
+
+    def shutdown(self, timeout_millis: float) -> None:
+        """Flush and stop the writers and the owned provider."""
+        for writer in self.writers:
+            stop = getattr(writer, "shutdown", None)
+            if stop is not None:
+                try:
+                    stop(timeout_millis)
+                except Exception:
+                    logger.debug("tracescore writer shutdown failed", exc_info=True)
+        if self.owned_logger_provider:
+            try:
+                self.logger_provider.shutdown()
+            except Exception:
+                logger.debug("tracescore log provider shutdown failed", exc_info=True)
+
+
+def resolve_phoenix_url(value: Any) -> str | None:
+    """``configure(phoenix_url=...)``, else ``TRACESCORE_PHOENIX_URL``; ``False`` turns it off.
+
+    Raises:
+        ConfigurationError: ``value`` is not an http(s) URL, False or None.
+    """
+    if value is False:
+        return None
+    if value is None:
+        return _env.phoenix_url()
+    if not isinstance(value, str) or not value.startswith(("http://", "https://")):
+        raise ConfigurationError(
+            "configure(phoenix_url=...) takes Phoenix's base URL, e.g. 'http://127.0.0.1:6006'"
+        )
+    return value.rstrip("/")
+
+
+def build(*, resource: Any, logger_provider: Any, export_from_env: bool,
+          phoenix_url: str | None, telemetry_holder: list[Any]) -> Destinations:
+    """Set up the log records' provider and the Phoenix writer (see the module docstring).
+
+    Args:
+        resource: the span resource, shared by tracescore's own ``LoggerProvider``.
+        logger_provider: ``configure(logger_provider=...)`` or None.
+        export_from_env: spans are exported where the environment says (no ``exporter=``).
+        phoenix_url: Phoenix's base URL, or None.
+        telemetry_holder: filled later with the ``Telemetry`` the Phoenix writer counts in.
+    """
+    dest = Destinations(logger_provider=logger_provider)
+    if logger_provider is None and export_from_env and not _global_sdk_logger_provider():
+        chosen = _exporters_log_exporter()
+        if chosen is not None:
+            from opentelemetry.sdk._logs import LoggerProvider
+            from opentelemetry.sdk._logs.export import BatchLogRecordProcessor
+
+            exporter, description = chosen
+            provider = LoggerProvider(resource=resource)
+            provider.add_log_record_processor(BatchLogRecordProcessor(exporter))
+            dest.logger_provider = provider
+            dest.owned_logger_provider = True
+            dest.logs_description = description
+    if phoenix_url is not None:
+        from ._writers.phoenix import PhoenixAnnotationWriter
+
+        dest.writers.append(PhoenixAnnotationWriter(phoenix_url, _Deferred(telemetry_holder)))
+    return dest
+
+
+class _Deferred:
+    """The ``Telemetry`` of the configuration, which is built after the writers."""
+
+    def __init__(self, holder: list[Any]) -> None:
+        self._holder = holder
+
+    def record_annotations(self, outcome: str, count: int) -> None:
+        if self._holder:
+            self._holder[0].record_annotations(outcome, count)
+
+
+def _global_sdk_logger_provider() -> bool:
+    from opentelemetry import _logs
+
+    provider = _logs.get_logger_provider()
+    return not (isinstance(provider, _logs.NoOpLoggerProvider)
+                or type(provider).__name__ == "ProxyLoggerProvider")
+
+
+def _exporters_log_exporter() -> Any:
+    from ._exporters import log_exporter_from_env
+
+    return log_exporter_from_env()
