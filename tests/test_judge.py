@@ -291,7 +291,7 @@ def test_client_error_is_a_judge_error_without_the_key(
     assert type(info.value) is JudgeError
     assert info.value.error_type == "judge_error"
     assert TEST_API_KEY not in str(info.value)
-    assert "***" in str(info.value)
+    assert "[REDACTED]" in str(info.value)
     assert len(judge_server.requests) == 1
 
 

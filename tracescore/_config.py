@@ -12,6 +12,7 @@ import contextlib
 import logging
 import math
 import os
+import re
 import threading
 import time
 import weakref
@@ -480,6 +481,8 @@ def configure(
     export_retry_max_bytes: int | None = None,
     export_retry_max_age: float | None = None,
     phoenix_url: str | bool | None = None,
+    redact_patterns: Sequence[str | re.Pattern[str]] | None = None,
+    redact: Callable[[str], str] | None = None,
 ) -> Tracescore:
     """Set tracescore up: spans, scoring rules, judge and export. Keyword arguments only.
 
@@ -566,6 +569,15 @@ def configure(
             Phoenix), in batches from a thread of its own; failures are logged and counted
             (``tracescore.phoenix.annotations``). ``False`` turns it off. Default
             ``TRACESCORE_PHOENIX_URL``, else off.
+        redact_patterns: regular expressions (strings or compiled) whose every match is
+            replaced by ``[REDACTED]`` wherever tracescore sends or writes text (spans, score
+            explanations, log records, judge prompts, error messages), on top of the built-in
+            rules (README "Secrets"). ``TRACESCORE_REDACT_PATTERNS`` (one expression or a JSON
+            array of them) adds more. Default: none.
+        redact: a function ``(text: str) -> str`` applied to every such text after the
+            built-in rules, e.g. to remove customer ids. If it raises or returns something
+            else than a string, that text is recorded as ``[REDACTED]`` (logged once). Keep it
+            fast: it runs on your threads, once per recorded value. Default: none.
 
     Returns:
         The configured ``Tracescore`` instance.
@@ -583,6 +595,7 @@ def configure(
     """
     global _current
 
+    _configure_redaction(redact_patterns, redact)
     export = _resolve_export(service_name, tracer_provider, exporter, {
         "export_queue_bytes": export_queue_bytes,
         "export_batch_bytes": export_batch_bytes,
@@ -646,6 +659,21 @@ def configure(
         "tracescore configured: export to %s, %d scoring rule(s)", description, len(rules)
     )
     return instance
+
+
+def _configure_redaction(patterns: Sequence[str | re.Pattern[str]] | None,
+                         callback: Callable[[str], str] | None) -> None:
+    """Check and set ``configure``'s redaction options; re-read the credential variables."""
+    from . import _redact  # already imported by the decorators; here to keep this edit local
+
+    if callback is not None and not callable(callback):
+        raise ConfigurationError("configure(redact=...) takes a function (text: str) -> str")
+    if isinstance(patterns, (str, re.Pattern)):
+        patterns = [patterns]
+    try:
+        _redact.configure(patterns, callback)
+    except ValueError as exc:
+        raise ConfigurationError(f"configure(redact_patterns=...): {exc}") from None
 
 
 _preloaded = False

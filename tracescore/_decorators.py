@@ -27,6 +27,7 @@ from . import _env, _handoff, _state
 from . import _semconv as sc
 from ._errors import ConfigurationError
 from ._handoff import CallRecord
+from ._redact import redact_text
 from ._serialize import MAX_DOCUMENTS, to_documents, to_json, truncate, utf8_safe
 from ._suppress import is_suppressed
 
@@ -264,7 +265,9 @@ def _fail(span: Span, payload: CallRecord | None, exc: BaseException) -> None:
     try:
         if payload is not None:
             payload.error = exc
-        message = _safe_str(exc)
+        # An exception's message may quote a credential ("invalid key sk-..."): redacted here,
+        # in the status, the event and the stack trace (which ends with the message).
+        message = redact_text(_safe_str(exc))
         span.set_status(Status(StatusCode.ERROR, f"{type(exc).__name__}: {message}"[:1024]))
         span.set_attribute(sc.ERROR_TYPE, type(exc).__qualname__)
         # The SDK's record_exception() would format every frame (slowly) and call str(exc)
@@ -276,7 +279,7 @@ def _fail(span: Span, payload: CallRecord | None, exc: BaseException) -> None:
             "exception.type": f"{module}.{qualname}" if module and module != "builtins"
             else qualname,
             "exception.message": truncate(message, limit),
-            "exception.stacktrace": utf8_safe(truncate(_stacktrace(exc), limit)),
+            "exception.stacktrace": utf8_safe(truncate(redact_text(_stacktrace(exc)), limit)),
             # The decorators re-raise every exception they record: it escapes the span.
             "exception.escaped": True,
         })

@@ -11,11 +11,13 @@ This module imports only the standard library, so that any module of tracescore 
 
 from __future__ import annotations
 
+import json
 import logging
 import math
 import os
+import re
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 logger = logging.getLogger("tracescore")
 
@@ -56,6 +58,22 @@ TRACESCORE_EXPORT_RETRY = "TRACESCORE_EXPORT_RETRY"
 TRACESCORE_EXPORT_RETRY_DIR = "TRACESCORE_EXPORT_RETRY_DIR"
 TRACESCORE_EXPORT_RETRY_MAX_BYTES = "TRACESCORE_EXPORT_RETRY_MAX_BYTES"
 TRACESCORE_EXPORT_RETRY_MAX_AGE = "TRACESCORE_EXPORT_RETRY_MAX_AGE"
+
+TRACESCORE_REDACT_PATTERNS = "TRACESCORE_REDACT_PATTERNS"
+# The providers' credential variables (litellm reads these): their values are redacted
+# wherever they appear. Any other variable whose name looks secret (see credential_values) is
+# redacted too; this list names those whose names do not (none today) and documents the rest.
+CREDENTIAL_VARIABLES = (
+    "OPENAI_API_KEY", "ANTHROPIC_API_KEY", "AZURE_API_KEY", "AZURE_OPENAI_API_KEY",
+    "AZURE_AD_TOKEN", "GEMINI_API_KEY", "GOOGLE_API_KEY", "VERTEX_CREDENTIALS",
+    "COHERE_API_KEY", "CO_API_KEY", "MISTRAL_API_KEY", "GROQ_API_KEY", "TOGETHER_API_KEY",
+    "TOGETHERAI_API_KEY", "HUGGINGFACE_API_KEY", "HF_TOKEN", "HUGGING_FACE_HUB_TOKEN",
+    "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_ACCESS_KEY_ID", "OPENROUTER_API_KEY",
+    "DEEPSEEK_API_KEY", "XAI_API_KEY", "FIREWORKS_API_KEY", "FIREWORKS_AI_API_KEY",
+    "PERPLEXITYAI_API_KEY", "REPLICATE_API_KEY", "REPLICATE_API_TOKEN", "VOYAGE_API_KEY",
+    "DATABRICKS_TOKEN", "WATSONX_APIKEY", "NVIDIA_NIM_API_KEY", "CEREBRAS_API_KEY",
+    "LITELLM_API_KEY", "LITELLM_MASTER_KEY",
+)
 
 # --- Defaults (one per setting; import these rather than repeating the numbers) ---------------
 

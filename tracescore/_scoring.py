@@ -19,6 +19,7 @@ from . import _semconv as sc
 from ._errors import ScoringError
 from ._fingerprint import evaluator_version
 from ._input_caps import cap_kwargs
+from ._redact import redact_text
 from ._request import ScoreOutcome, ScoringRequest
 from ._rules import CompiledRule
 from ._serialize import truncate, utf8_safe
@@ -273,8 +274,10 @@ def evaluation_attributes(
         attrs[sc.GEN_AI_EVALUATION_SCORE_VALUE] = outcome.score
     if label is not None:
         attrs[sc.GEN_AI_EVALUATION_SCORE_LABEL] = label
+    # A reason may quote what the judge read, an error body or a user's exception: every writer
+    # (span event, log record, callback, run_evals reports) takes it from here, redacted.
     attrs[sc.GEN_AI_EVALUATION_EXPLANATION] = utf8_safe(
-        truncate(outcome.explanation, _MAX_EXPLANATION)
+        truncate(redact_text(outcome.explanation[: _MAX_EXPLANATION + 512]), _MAX_EXPLANATION)
     )
     if outcome.error_type is not None:
         attrs[sc.ERROR_TYPE] = outcome.error_type

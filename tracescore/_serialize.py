@@ -3,15 +3,17 @@
 Nothing here raises: cyclic structures, objects that are not JSON-serialisable, bytes and huge
 strings all get a safe, truncated representation. The work done is bounded by the length cap,
 not by the size of the value (shared references can make a small object render as terabytes).
-Values under secret-looking keys (``api_key``, ``password``, ``authorization``, ``*token``, ...)
-are replaced by ``[REDACTED]``, and text that is not valid UTF-8 (lone surrogates, which OTLP
+Credentials never get through (``tracescore._redact``): values under secret names (``api_key``,
+``openai_key``, ``password``, ``authorization``, ``*token``, ...; also the fields of namedtuples,
+dataclasses, pydantic models and ``functools.partial`` keywords, read before any ``repr``) become
+``[REDACTED]``, and every string is searched for credentials before it is cut. Text that is not
+valid UTF-8 (lone surrogates, which OTLP
 encoders refuse) gets U+FFFD instead.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import functools
 import json
 import math
 import re
@@ -20,8 +22,15 @@ from collections import deque
 from collections.abc import Iterable, Mapping, MappingView
 from typing import Any, NamedTuple, cast
 
+from ._redact import REDACTED, fields_of, is_secret_key, is_secret_pair, redact_text
+
+__all__ = ["REDACTED", "DEFAULT_MAX_LENGTH", "Document", "is_secret_key", "to_documents",
+           "to_json", "truncate", "utf8_safe"]
+
 DEFAULT_MAX_LENGTH = 16_384
-REDACTED = "[REDACTED]"
+# A string longer than the cap is searched a little past the cut, so that a credential the cut
+# would halve is redacted whole before the cut (credential formats are far shorter than this).
+_REDACT_SLACK = 512
 _MAX_DEPTH = 12
 _MAX_ITEMS = 1_000
 _TRUNCATION_MARK = "...[truncated {} chars]"
@@ -35,11 +44,6 @@ _NON_FINITE = {"nan": "NaN", "inf": "Infinity", "-inf": "-Infinity"}
 _LOG10_2 = math.log10(2)
 _SEQUENCES = (list, tuple, set, frozenset, deque, MappingView)
 _SURROGATES = re.compile("[\ud800-\udfff]")
-# Substrings of a normalised key (lower case, "-", " " and "." as "_") that name a secret.
-_SECRET_PARTS = ("password", "passwd", "passphrase", "secret", "api_key", "apikey",
-                 "access_key", "private_key", "credential", "authorization", "cookie", "bearer")
-
-
 def truncate(text: str, max_length: int) -> str:
     """Cut ``text`` to at most ``max_length`` characters, ending with a marker saying how many
     characters were dropped (when the marker itself fits). ``max_length <= 0`` means no
@@ -64,17 +68,16 @@ def utf8_safe(text: str) -> str:
         return _SURROGATES.sub("\ufffd", text)
 
 
-@functools.lru_cache(maxsize=4096)
-def is_secret_key(key: str) -> bool:
-    """Whether a mapping key or argument name names a secret (``api_key``, ``password``,
-    ``Authorization``, ``access_token``, ...), so its value must not reach a span."""
-    norm = key.lower().replace("-", "_").replace(" ", "_").replace(".", "_")
-    return (
-        any(part in norm for part in _SECRET_PARTS)
-        or norm.endswith("token")
-        or norm in ("auth", "pwd")
-        or norm.endswith("_auth")
-    )
+def _shown(text: str, max_length: int) -> str:
+    """``text`` redacted, then cut to ``max_length`` (searching only what can survive the cut,
+    plus a little, so a 10 MB string costs no more than the cap)."""
+    if max_length <= 0 or len(text) <= max_length:
+        return redact_text(text)
+    head = redact_text(text[: max_length + _REDACT_SLACK])
+    mark = _TRUNCATION_MARK.format(len(text) - max_length)
+    if len(mark) >= max_length:
+        return head[:max_length]
+    return head[: max_length - len(mark)] + mark
 
 
 def _redact(key: Any, value: Any) -> bool:
@@ -119,12 +122,12 @@ def _jsonable(value: Any, max_length: int, depth: int, seen: set[int], budget: _
         return _number(value)
     if isinstance(value, str):
         # Cut long strings before json.dumps ever sees them: a 10 MB answer costs nothing then.
-        text = truncate(value, max_length)
+        text = _shown(value, max_length)
         budget.left -= len(text) + 2
         return text
     if isinstance(value, (bytes, bytearray, memoryview)):
-        raw = bytes(value[: max_length + 1] if max_length > 0 else value)
-        text = truncate(raw.decode("utf-8", errors="replace"), max_length)
+        raw = bytes(value[: max_length + _REDACT_SLACK] if max_length > 0 else value)
+        text = _shown(raw.decode("utf-8", errors="replace"), max_length)
         budget.left -= len(text) + 2
         return text
     if depth >= _MAX_DEPTH:
@@ -135,13 +138,17 @@ def _jsonable(value: Any, max_length: int, depth: int, seen: set[int], budget: _
     seen.add(marker)
     budget.left -= 2
     try:
+        # Named fields are read before anything takes a repr, which would show secret ones.
+        fields = fields_of(value)
+        if fields is not None:
+            value = fields
         if isinstance(value, Mapping):
             out: dict[str, Any] = {}
             for i, (k, v) in enumerate(value.items()):
                 if i >= _MAX_ITEMS or budget.left <= 0:
                     out["..."] = f"{len(value) - i} more items"
                     break
-                key = str(k)
+                key = redact_text(str(k))
                 budget.left -= len(key) + 4
                 if _redact(k, v):
                     budget.left -= len(REDACTED) + 2
@@ -150,6 +157,8 @@ def _jsonable(value: Any, max_length: int, depth: int, seen: set[int], budget: _
                     out[key] = _jsonable(v, max_length, depth + 1, seen, budget)
             return out
         if isinstance(value, _SEQUENCES):
+            if isinstance(value, (tuple, list)) and is_secret_pair(value):
+                value = [value[0], REDACTED]  # ("Authorization", "Bearer ...")
             items = []
             for i, v in enumerate(cast("Iterable[Any]", value)):
                 if i >= _MAX_ITEMS or budget.left <= 0:
@@ -164,9 +173,9 @@ def _jsonable(value: Any, max_length: int, depth: int, seen: set[int], budget: _
         if dataclasses.is_dataclass(value) and not isinstance(value, type):
             fields = {f.name: getattr(value, f.name, None) for f in dataclasses.fields(value)}
             return _jsonable(fields, max_length, depth + 1, seen, budget)
-        text = truncate(_safe_repr(value), max_length)
+        text = _shown(_safe_repr(value), max_length)
     except Exception:
-        text = truncate(_safe_repr(value), max_length)
+        text = _shown(_safe_repr(value), max_length)
     finally:
         seen.discard(marker)
     budget.left -= len(text) + 2
@@ -187,7 +196,9 @@ def to_json(value: Any, max_length: int = DEFAULT_MAX_LENGTH) -> str:
         value: anything. Strings and bytes are cut first, containers are walked (cycles, depth
             over 12 and more than 1,000 items are replaced by markers, and the walk stops once
             the cap is reached), pydantic models and dataclasses become objects, other objects
-            their ``repr``. Values under secret-looking keys become ``[REDACTED]``.
+            their ``repr``. Values under secret-looking keys (and the second item of a
+            ``(secret name, value)`` pair) become ``[REDACTED]``; every string, key and repr
+            is searched for credentials (``tracescore._redact.redact_text``).
         max_length: the cap in characters on the result; ``<= 0`` means no cap.
 
     Numbers JSON has no form for become strings: ``NaN``, ``Infinity`` and ``-Infinity`` as
@@ -203,7 +214,7 @@ def to_json(value: Any, max_length: int = DEFAULT_MAX_LENGTH) -> str:
     kind = type(value)
     if kind is str:
         return utf8_safe(
-            truncate(json.dumps(truncate(value, max_length), ensure_ascii=False), max_length)
+            truncate(json.dumps(_shown(value, max_length), ensure_ascii=False), max_length)
         )
     if kind is dict and len(value) <= 64:
         flat = True
@@ -219,14 +230,16 @@ def to_json(value: Any, max_length: int = DEFAULT_MAX_LENGTH) -> str:
                 flat = False
                 break
         if flat:
-            return utf8_safe(truncate(json.dumps(value, ensure_ascii=False), max_length))
+            shown = {redact_text(k): redact_text(v) if type(v) is str else v
+                     for k, v in value.items()}
+            return utf8_safe(truncate(json.dumps(shown, ensure_ascii=False), max_length))
     try:
         text = json.dumps(
             _jsonable(value, max_length, 0, set(), _Budget(max_length)),
             ensure_ascii=False, default=_safe_repr, allow_nan=False,
         )
     except Exception:
-        text = json.dumps(truncate(_safe_repr(value), max_length), ensure_ascii=False)
+        text = json.dumps(_shown(_safe_repr(value), max_length), ensure_ascii=False)
     return utf8_safe(truncate(text, max_length))
 
 

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from tracescore import _env
 from tracescore._errors import InvalidJudgeOutputError, JudgeError
+from tracescore._redact import redact_text
 
 from . import metrics, output
 from .failures import ResponseFormatRejected, is_retryable, map_error
@@ -171,7 +172,10 @@ class Caller:
         kwargs: dict[str, Any] = {"temperature": 0, **self._kwargs}
         kwargs.update(
             model=self.model,
-            messages=[{"role": "system", "content": system}, *messages],
+            # The last gate before the provider: whatever built the prompt, no credential
+            # tracescore knows or recognises leaves in it (tracescore._redact).
+            messages=[{"role": m["role"], "content": redact_text(m["content"])}
+                      for m in [{"role": "system", "content": system}, *messages]],
             timeout=self.timeout,
             num_retries=0,
             max_retries=0,

@@ -1,8 +1,9 @@
-"""Keeping secrets out of what tracescore shows: error messages, reprs and cache keys.
+"""Keeping secrets out of what the judge shows: error messages, reprs and cache keys.
 
 A ``Judge`` takes litellm arguments as they are, keys, tokens and headers among them. Their
 values must never reach an exception message, a repr or a log line; and a cache key is
-computed without them, so rotating a key does not empty the cache.
+computed without them, so rotating a key does not empty the cache. The rules themselves live in
+``tracescore._redact`` (one module for every path out); this module applies them to the judge.
 """
 
 from __future__ import annotations
@@ -11,44 +12,36 @@ from collections.abc import Mapping
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
+from .. import _redact
+
 # Keeps exception messages and repair prompts bounded whatever the provider sends back.
 MAX_ERROR_CHARS = 500
 
-_SECRET_MARKERS = ("key", "token", "secret", "password", "credential", "auth")
-_HEADER_KWARGS = frozenset({"headers", "extra_headers"})
-
 
 class Scrubber:
-    """Replaces the secret values of a judge's litellm arguments with ``***`` in a text.
-
-    Secret values are those of arguments whose name mentions a key, token, secret, password,
-    credential or auth, and every header value; values shorter than 4 characters are left
-    alone (replacing them would mangle ordinary words).
+    """Removes credentials from a text about a judge call (an error message, a reply echoed
+    back): the judge's own litellm credentials (values of secret-named arguments, every header
+    value and the bare token of ``Authorization: Bearer X``), the providers' key variables in
+    the environment (re-read first: litellm reads them at call time too), and every pattern of
+    ``tracescore._redact``.
 
     Args:
-        kwargs: the judge's litellm arguments.
+        kwargs: the judge's litellm arguments; their credentials are also redacted everywhere
+            else from now on (``tracescore._redact.remember_judge_kwargs``).
 
     Example:
-        >>> Scrubber({"api_key": "sk-SECRET"})("bad key sk-SECRET")
-        'bad key ***'
+        >>> Scrubber({"api_key": "sk-SECRET-VALUE"})("bad key sk-SECRET-VALUE")
+        'bad key [REDACTED]'
     """
 
     def __init__(self, kwargs: Mapping[str, Any]) -> None:
-        secrets: list[str] = []
-        for key, value in kwargs.items():
-            lowered = key.lower()
-            if lowered in _HEADER_KWARGS and isinstance(value, dict):
-                secrets.extend(str(v) for v in value.values() if str(v))
-            elif any(marker in lowered for marker in _SECRET_MARKERS) and value:
-                secrets.append(str(value))
-        # Longest first, so a secret containing another is replaced whole.
-        self._secrets = sorted({s for s in secrets if len(s) >= 4}, key=len, reverse=True)
+        _redact.remember_judge_kwargs(kwargs)
 
     def __call__(self, text: str) -> str:
-        """``text`` without the secrets, cut to ``MAX_ERROR_CHARS`` characters."""
-        for secret in self._secrets:
-            text = text.replace(secret, "***")
-        return text[:MAX_ERROR_CHARS]
+        """``text`` without credentials, cut to ``MAX_ERROR_CHARS`` characters."""
+        # An error is rare and its message may quote a key set after configure(): re-read.
+        _redact.refresh_environment()
+        return _redact.redact_text(text)[:MAX_ERROR_CHARS]
 
 
 def is_secret_kwarg(name: str) -> bool:
@@ -58,11 +51,7 @@ def is_secret_kwarg(name: str) -> bool:
         >>> is_secret_kwarg("api_key"), is_secret_kwarg("max_tokens")
         (True, False)
     """
-    lowered = name.lower()
-    if lowered in _HEADER_KWARGS:
-        return True
-    # "max_tokens" and friends are request parameters, not credentials.
-    return any(marker in lowered for marker in _SECRET_MARKERS) and not lowered.endswith("_tokens")
+    return _redact.is_judge_secret_kwarg(name)
 
 
 def redact_url(url: str) -> str:

@@ -33,6 +33,7 @@ from tracescore._errors import ConfigurationError, ScorerError, ScoringError
 from tracescore._fingerprint import fingerprint
 from tracescore._judge import Judge, JudgeReply, check_model_spec, resolve_judge
 from tracescore._loop import run_blocking
+from tracescore._redact import redact_mapping, redact_structure, redact_text
 from tracescore._scorer import Scorer as ScorerProtocol
 from tracescore.scorers._prompt import DATA_NOTICE, data_block, data_blocks
 from tracescore.scorers._rounding import round_half_up
@@ -565,7 +566,11 @@ class Scorer(ScorerProtocol):
             pieces = list(self._context)
         else:
             pieces = context_texts(context)
-        extra = dict(extra)
+        # No credential reaches a judge or a result (tracescore._redact): values under secret
+        # names (api_key=, a header list, a namedtuple's token field) are redacted here, where
+        # the structure is still known; every rendered prompt is searched again (_ask_judge).
+        input, output, ground_truth = (redact_structure(v) for v in (input, output, ground_truth))
+        extra = redact_mapping(extra)
         calls = normalise_tool_calls(extra.pop("tool_calls", None), output)
         return ScorerRun(
             tool_calls=calls,
@@ -644,7 +649,7 @@ class Scorer(ScorerProtocol):
     async def _ask_judge(
         self, step: str, spec: JudgePrompt, run: ScorerRun, accounting: _Accounting
     ) -> Any:
-        user = spec.render(run)
+        user = redact_text(spec.render(run))
         accounting.prompts[step] = user
         if accounting.judge is None:
             accounting.judge = resolve_judge(self.model)
