@@ -1,0 +1,149 @@
+"""What redaction (``tracescore._redact``) costs per span: with it, against the same run without.
+
+Run: ``python benchmarks/bench_redaction.py [--calls 5000] [--rounds 7]``
+
+Each variant is a decorated call on an SDK ``TracerProvider`` with a no-op exporter behind
+tracescore's export processor (``configure(exporter=NoopExporter())``, no scoring rule); the
+redacted and unredacted runs alternate in rounds in this one process (the module's internal
+``enabled`` switch, which nothing in tracescore sets), and the script prints the median µs per
+span of each and their ratio:
+
+- ``typical agent``: ``@tracescore.agent`` with a question and a user id in, a ~300-character
+  answer out (the input and output JSON are redacted);
+- ``16 KB content``: ``@tracescore.agent`` returning 16 KB of prose with a URL, colons and
+  ``key: value`` lines in it (no credential: the common case, every rule scans it all);
+- ``16 KB, 5 secrets``: the same text with five credentials planted (they are found and cut);
+- ``redact_text 16 KB``: the bare function on the 16 KB text, without a span.
+
+Also printed: the ``uptime`` load, since the machine is shared (compare ratios within one run).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import statistics
+import subprocess
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+os.environ.setdefault("LITELLM_OFFLINE_MODE", "true")
+
+from opentelemetry.sdk.trace import ReadableSpan  # noqa: E402
+from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult  # noqa: E402
+
+import tracescore  # noqa: E402
+from tracescore import _redact  # noqa: E402
+
+WORDS = ("the of and to in is that for it as was with be by on not this are or from at which "
+         "but have an they you were her she there been one all we their has would when if so "
+         "refund order policy delivery customer account days credit store shipping").split()
+
+
+class NoopExporter(SpanExporter):
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        return SpanExportResult.SUCCESS
+
+
+def prose(size: int, seed: int = 7) -> str:
+    """``size`` characters of word soup with the punctuation real answers carry: sentences,
+    a URL, a few ``Label: value`` lines and a ``name=value`` pair."""
+    rng = random.Random(seed)
+    parts: list[str] = []
+    total = 0
+    while total < size:
+        sentence = " ".join(rng.choice(WORDS) for _ in range(rng.randint(6, 18))).capitalize()
+        extra = rng.random()
+        if extra < 0.05:
+            sentence += " See https://docs.example.com/help/orders-and-refunds for details"
+        elif extra < 0.10:
+            sentence = "Note: " + sentence
+        elif extra < 0.12:
+            sentence += " (order_id=A-1029-XY)"
+        parts.append(sentence + ".")
+        total += len(sentence) + 2
+    return " ".join(parts)[:size]
+
+
+def with_secrets(text: str) -> str:
+    planted = [" sk-proj-Tq3RkX8vN2mW7yL4pZ6cB1dF9hJ0gA5s ",
+               " Authorization: Bearer abcdefghijklmnop1234 ",
+               " postgres://app:Hunter2pw@db:5432/x ",
+               " password=Correct-Horse-9 ",
+               " ghp_R2d2C3poBb8Yoda7Luke5Leia9Han0Solo1 "]
+    step = len(text) // (len(planted) + 1)
+    out = text
+    for i, secret in enumerate(planted, 1):
+        at = i * step
+        out = out[:at] + secret + out[at + len(secret):]
+    return out[: len(text)]
+
+
+def timed(fn: Callable[[], Any], calls: int) -> float:
+    """Seconds per call of ``fn``, over ``calls`` calls."""
+    start = time.perf_counter()
+    for _ in range(calls):
+        fn()
+    return (time.perf_counter() - start) / calls
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--calls", type=int, default=5000, help="calls per variant per round")
+    parser.add_argument("--rounds", type=int, default=7)
+    args = parser.parse_args()
+
+    tracescore.configure(service_name="bench-redaction", exporter=NoopExporter())
+    answer = ("Orders can be refunded within 30 days of delivery. After that, we offer store "
+              "credit for unused items. Refunds go back to the original payment method and "
+              "take 5 to 7 business days. Contact support with your order number if anything "
+              "looks wrong.")
+    big = prose(16_384)
+    big_secrets = with_secrets(big)
+
+    @tracescore.agent(name="support")
+    def typical(question: str, user_id: str) -> str:
+        return answer
+
+    @tracescore.agent(name="long")
+    def long_answer(question: str) -> str:
+        return big
+
+    @tracescore.agent(name="long-secrets")
+    def long_secrets(question: str) -> str:
+        return big_secrets
+
+    question = "What is the refund policy for orders over 30 days?"
+    variants: dict[str, tuple[Callable[[], Any], int]] = {
+        "typical agent": (lambda: typical(question, "u-1234"), args.calls),
+        "16 KB content": (lambda: long_answer(question), max(args.calls // 10, 50)),
+        "16 KB, 5 secrets": (lambda: long_secrets(question), max(args.calls // 10, 50)),
+        "redact_text 16 KB": (lambda: _redact.redact_text(big), max(args.calls // 10, 50)),
+    }
+    assert "Hunter2pw" not in _redact.redact_text(big_secrets)
+    results: dict[tuple[str, bool], list[float]] = {}
+    for name, (fn, calls) in variants.items():  # warm-up: caches, the compiled regex
+        for enabled in (True, False):
+            _redact.enabled = enabled
+            timed(fn, max(calls // 10, 10))
+    for _ in range(args.rounds):
+        for name, (fn, calls) in variants.items():
+            for enabled in (True, False):
+                _redact.enabled = enabled
+                results.setdefault((name, enabled), []).append(timed(fn, calls))
+    _redact.enabled = True
+    tracescore.shutdown(5000)
+
+    load = subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
+    print(f"load: {load}")
+    print(f"{'variant':<20} {'redacted µs':>12} {'unredacted µs':>14} {'cost µs':>9} {'ratio':>7}")
+    for name in variants:
+        on = statistics.median(results[(name, True)]) * 1e6
+        off = statistics.median(results[(name, False)]) * 1e6
+        print(f"{name:<20} {on:>12.1f} {off:>14.1f} {on - off:>9.1f} {on / off:>7.2f}")
+
+
+if __name__ == "__main__":
+    main()
