@@ -202,8 +202,9 @@ def log_file_for(span_file: str | os.PathLike[str]) -> Path:
     """The sibling log file of a span file: ``tracescore-traces.jsonl`` ->
     ``tracescore-logs.jsonl``; any other ``name.ext`` -> ``name-logs.ext``."""
     path = Path(span_file)
-    if "traces" in path.name:
-        return path.with_name(path.name.replace("traces", "logs", 1))
+    head, found, tail = path.name.rpartition("traces")
+    if found:  # the last "traces": "tracescore-traces" must not become "logscore-traces"
+        return path.with_name(f"{head}logs{tail}")
     return path.with_name(f"{path.stem}{_env.DEFAULT_LOG_FILE_SUFFIX}{path.suffix}")
 
 

@@ -2,15 +2,17 @@
 scale), the same in every process, so scores from before and after a prompt change are told
 apart (``tracescore.evaluator.version`` on every score).
 
-Only stable facts enter the hash: strings, numbers, JSON schemas, and a function's compiled code
-and constants; never an object's ``repr`` (memory addresses differ per process). The same source
-under the same Python minor version gives the same hash; a new Python version may change it
-(its bytecode changes), which is then a new evaluator version too.
+Only stable facts enter the hash: strings, numbers, JSON schemas, a function's source text, the
+module-level strings and numbers it reads and what its closure holds; never an object's ``repr``
+(memory addresses differ per process) and never bytecode (pytest's assertion rewriting and each
+Python version change it). Where a function's source cannot be read (built in the REPL), its
+code's constants and names stand in.
 """
 
 from __future__ import annotations
 
 import hashlib
+import inspect
 import json
 import types
 from collections.abc import Mapping
@@ -69,13 +71,13 @@ def _describe(obj: Any, depth: int) -> Any:
     if isinstance(obj, (list, tuple, set, frozenset)):
         items = [_describe(v, depth + 1) for v in obj]
         return sorted(items, key=repr) if isinstance(obj, (set, frozenset)) else items
-    if isinstance(obj, types.CodeType):
-        return {"code": obj.co_code.hex(), "consts": _describe(obj.co_consts, depth + 1),
-                "names": list(obj.co_names)}
     if isinstance(obj, (types.FunctionType, types.MethodType)):
         func = getattr(obj, "__func__", obj)
         return {"fn": f"{func.__module__}.{func.__qualname__}",
-                "code": _describe(func.__code__, depth + 1),
+                "source": _source(func),
+                # Prompt texts a step reads from module constants, and what its closure holds.
+                "globals": _constants(func),
+                "closure": [_describe(_cell(c), depth + 1) for c in func.__closure__ or ()],
                 "defaults": _describe(func.__defaults__ or (), depth + 1)}
     if isinstance(obj, type):
         schema = getattr(obj, "model_json_schema", None)
@@ -94,3 +96,34 @@ def _describe(obj: Any, depth: int) -> Any:
         return {"callable": f"{type(obj).__module__}.{type(obj).__qualname__}",
                 "call": _describe(call, depth + 1) if call is not None else None}
     return {"type": f"{type(obj).__module__}.{type(obj).__qualname__}"}
+
+
+def _source(func: Any) -> Any:
+    try:
+        return inspect.getsource(func)
+    except (OSError, TypeError):
+        code = func.__code__
+        return {"consts": [c for c in code.co_consts if isinstance(c, (str, int, float))],
+                "names": list(code.co_names)}
+
+
+def _constants(func: Any) -> dict[str, Any]:
+    names: set[str] = set()
+    stack = [func.__code__]
+    while stack:
+        code = stack.pop()
+        names.update(code.co_names)
+        stack.extend(c for c in code.co_consts if isinstance(c, types.CodeType))
+    found = {}
+    for name in sorted(names):
+        value = func.__globals__.get(name)
+        if isinstance(value, (str, int, float)) and not isinstance(value, bool):
+            found[name] = value if not isinstance(value, float) else repr(value)
+    return found
+
+
+def _cell(cell: Any) -> Any:
+    try:
+        return cell.cell_contents
+    except ValueError:  # an empty cell
+        return None
