@@ -605,7 +605,8 @@ def fields_of(value: Any) -> dict[str, Any] | None:
     fields without calling ``repr``, which would show secret fields. Never raises."""
     try:
         if isinstance(value, tuple) and hasattr(type(value), "_fields"):
-            return dict(zip(type(value)._fields, value, strict=False))
+            names: tuple[str, ...] = getattr(type(value), "_fields", ())
+            return dict(zip(names, value, strict=False))
         if isinstance(value, functools.partial):
             func = value.func
             name = getattr(func, "__qualname__", None) or type(func).__qualname__
