@@ -41,8 +41,8 @@ logger = logging.getLogger("tracescore")
 
 # Seconds between deadline sweeps at most: many held spans share one sweep.
 _SWEEP_COALESCE = 0.05
-# The deadline of a shutdown that follows a flush which missed its own while what it waited for
-# (a scorer, the exporter) is still stuck: enough to hand over what is held, not another wait.
+# The deadline of a shutdown that follows a flush which missed its own (a hung scorer or
+# backend): enough to hand over what is held, not another full wait on the same hang.
 _SHUTDOWN_AFTER_MISSED_FLUSH = 1.0
 
 __all__ = ["ScoreEvent", "ScoringSpanProcessor", "Stats"]
@@ -345,11 +345,11 @@ class ScoringSpanProcessor(SpanProcessor):
 
         Only the first call does anything: tracescore's exit hook and the SDK's
         ``TracerProvider`` (at exit) both shut processors down, and the second must not wait
-        again. Right after a ``force_flush`` that missed its deadline, while what it waited for
-        (a scorer, the export processor) is still running, the deadline is at most one second:
-        a second full wait on the same hung backend or scorer would get nothing more out, so
-        ``force_flush()`` then ``shutdown()`` costs one deadline, not two (the exit hooks rely
-        on this too).
+        again. When the last ``force_flush`` missed its deadline (no later one succeeded), the
+        deadline is at most one second: a second full wait on the same hung backend or scorer
+        would get nothing more out, so ``force_flush()`` then ``shutdown()`` costs one deadline,
+        not two (the exit hooks rely on this too). The export processor cannot tell whether a
+        flush that returned at its deadline is still stuck, so the miss alone decides.
         """
         with self._lock:
             if self._shutdown_started:
@@ -357,7 +357,7 @@ class ScoringSpanProcessor(SpanProcessor):
             self._shutdown_started = True
         if timeout_millis is None:
             timeout_millis = self.flush_timeout * 1000
-        if self._flush_missed and self._still_stuck():
+        if self._flush_missed:
             timeout_millis = min(_seconds(timeout_millis), _SHUTDOWN_AFTER_MISSED_FLUSH) * 1000
         deadline = time.monotonic() + _seconds(timeout_millis)
         self.force_flush(timeout_millis)
@@ -373,11 +373,6 @@ class ScoringSpanProcessor(SpanProcessor):
                 return True
 
             self._call_before(stop, "shutdown", deadline, queue=True)
-
-    def _still_stuck(self) -> bool:
-        """Whether a scoring job or an export-processor call is still running."""
-        call = self._export_call
-        return self._engine.pending > 0 or (call is not None and not call.done.is_set())
 
     def _call_before(self, fn: Callable[[], bool], what: str, deadline: float,
                      queue: bool = False) -> bool:
