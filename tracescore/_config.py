@@ -12,7 +12,9 @@ import contextlib
 import logging
 import math
 import os
+import re
 import threading
+import time
 import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -28,6 +30,7 @@ from . import _input_caps
 from . import _semconv as sc
 from ._errors import ConfigurationError
 from ._export import ExportProcessor, Spool
+from . import _destinations
 from ._exporters import exporter_from_env
 from ._judge import Judge
 from ._processor import ScoringSpanProcessor
@@ -102,6 +105,8 @@ class Tracescore:
         self.rules = tuple(rules)
         self.flush_timeout = flush_timeout
         self._shut = False
+        # Where scores go besides the spans (log records' provider, Phoenix); set by configure().
+        self.destinations = _destinations.Destinations()
 
     def stats(self) -> Stats:
         """A snapshot of the counters (spans exported, scores attached, skips, errors)."""
@@ -110,8 +115,25 @@ class Tracescore:
 
     def force_flush(self, timeout_millis: int | None = None) -> bool:
         """See ``tracescore.force_flush``."""
+        if timeout_millis is None:
+            # The default deadline starts once the judge's start-up (litellm's import, begun
+            # by configure()) is over: a short script's first flush must not spend its 10 s on
+            # a 4-6 s import and lose its scores to carrier spans (issue 12).
+            _wait_for_preload()
         ms = int(self.flush_timeout * 1000) if timeout_millis is None else timeout_millis
-        return self.processor.force_flush(ms)
+        deadline = time.monotonic() + max(ms, 0) / 1000
+        ok = self.processor.force_flush(ms)
+        pending = self.processor.pending_jobs()
+        left = max(0.0, deadline - time.monotonic()) * 1000
+        ok = self.destinations.force_flush(left) and ok
+        if pending:
+            logger.warning(
+                "tracescore.force_flush: %d score(s) still pending after %.1f s; their spans "
+                "were exported without them and the scores follow on 'evaluation' carrier spans "
+                "if they finish. Give the flush more time (force_flush(timeout_millis=...), "
+                "configure(flush_timeout=...) or TRACESCORE_FLUSH_TIMEOUT). The application is "
+                "unaffected.", pending, ms / 1000)
+        return ok
 
     def shutdown(self, timeout_millis: int | None = None) -> None:
         """See ``tracescore.shutdown``."""
@@ -120,6 +142,7 @@ class Tracescore:
         self._shut = True
         ms = int(self.flush_timeout * 1000) if timeout_millis is None else timeout_millis
         self.processor.shutdown(ms)
+        self.destinations.shutdown(min(ms, 5_000))
 
 
 @dataclass(frozen=True)
@@ -349,14 +372,16 @@ def _switch_for(provider: TracerProvider) -> _SwitchProcessor:
 
 
 def _build_scoring(
-    settings: _ScoringSettings, export_processor: SpanProcessor | None
+    settings: _ScoringSettings, export_processor: SpanProcessor | None,
+    destinations: _destinations.Destinations | None = None,
 ) -> tuple[ScoringSpanProcessor, Telemetry]:
     compiled = [rule.compile() for rule in settings.rules]
+    dest = destinations or _destinations.Destinations(logger_provider=settings.logger_provider)
     # The gauges read the processor, which needs the telemetry first.
     holder: list[ScoringSpanProcessor] = []
     telemetry = Telemetry(
         meter_provider=settings.meter_provider,
-        logger_provider=settings.logger_provider,
+        logger_provider=dest.logger_provider,
         queue_size=lambda: holder[0].pending_jobs() if holder else 0,
         held_spans=lambda: holder[0].held_spans() if holder else 0,
         version=__version__,
@@ -372,6 +397,7 @@ def _build_scoring(
         max_held_spans=settings.max_held_spans,
         on_score=settings.on_score,
         telemetry=telemetry,
+        writers=dest.writers,
     )
     holder.append(processor)
     return processor, telemetry
@@ -455,6 +481,9 @@ def configure(
     export_retry_dir: str | os.PathLike[str] | None = None,
     export_retry_max_bytes: int | None = None,
     export_retry_max_age: float | None = None,
+    phoenix_url: str | bool | None = None,
+    redact_patterns: Sequence[str | re.Pattern[str]] | None = None,
+    redact: Callable[[str], str] | None = None,
 ) -> Tracescore:
     """Set tracescore up: spans, scoring rules, judge and export. Keyword arguments only.
 
@@ -501,8 +530,12 @@ def configure(
         meter_provider: where score metrics and self-metrics go (see the README's Metrics
             section). Default: the global ``MeterProvider`` (a no-op unless one is set).
         logger_provider: where each score is also emitted as a ``gen_ai.evaluation.result``
-            log record carrying the scored span's trace and span ids. Default: the global
-            ``LoggerProvider`` (a no-op unless one is set).
+            log record carrying the scored span's trace and span ids, stamped at its end.
+            Default: the global SDK ``LoggerProvider`` when one is set; else, when spans are
+            exported where the environment says (no ``exporter=``), a provider of tracescore's
+            own (not set globally) that sends the records to OTLP from the same
+            ``OTEL_EXPORTER_OTLP_[LOGS_]*`` variables, or to ``tracescore-logs.jsonl`` next to
+            the span file; else none.
         job_timeout: seconds one scoring job (every judge call and retry of one scorer on one
             span) may run before it is cancelled, freeing its place among ``max_concurrency``;
             its event then carries ``error.type=timeout`` (on a carrier span when the scored
@@ -538,6 +571,20 @@ def configure(
             go. Default ``TRACESCORE_EXPORT_RETRY_MAX_BYTES``, else 512 MiB.
         export_retry_max_age: seconds a failed batch is retried before it is dropped. Default
             ``TRACESCORE_EXPORT_RETRY_MAX_AGE``, else 3600.
+        phoenix_url: Arize Phoenix's base URL (e.g. ``"http://127.0.0.1:6006"``): every score
+            is also posted there as a span annotation (a column, a filter and a summary in
+            Phoenix), in batches from a thread of its own; failures are logged and counted
+            (``tracescore.phoenix.annotations``). ``False`` turns it off. Default
+            ``TRACESCORE_PHOENIX_URL``, else off.
+        redact_patterns: regular expressions (strings or compiled) whose every match is
+            replaced by ``[REDACTED]`` wherever tracescore sends or writes text (spans, score
+            explanations, log records, judge prompts, error messages), on top of the built-in
+            rules (README "Secrets"). ``TRACESCORE_REDACT_PATTERNS`` (one expression or a JSON
+            array of them) adds more. Default: none.
+        redact: a function ``(text: str) -> str`` applied to every such text after the
+            built-in rules, e.g. to remove customer ids. If it raises or returns something
+            else than a string, that text is recorded as ``[REDACTED]`` (logged once). Keep it
+            fast: it runs on your threads, once per recorded value. Default: none.
 
     Returns:
         The configured ``Tracescore`` instance.
@@ -555,6 +602,7 @@ def configure(
     """
     global _current
 
+    _configure_redaction(redact_patterns, redact)
     if flush_on_sigterm is not None and not isinstance(flush_on_sigterm, bool):
         raise ConfigurationError("configure(flush_on_sigterm=...) takes True or False")
     export = _resolve_export(service_name, tracer_provider, exporter, {
@@ -589,13 +637,20 @@ def configure(
         logger_provider=logger_provider,
     )
     export_processor, description = _build_export(export)
+    phoenix = _destinations.resolve_phoenix_url(phoenix_url)
 
     with _config_lock:
         previous = _current
         if previous is not None:
             _handoff.wanted = False
         provider = _provider_for(export)
-        processor, telemetry = _build_scoring(scoring_settings, export_processor)
+        telemetry_holder: list[Telemetry] = []
+        destinations = _destinations.build(
+            resource=provider.resource, logger_provider=scoring_settings.logger_provider,
+            export_from_env=export.export and export.exporter is None,
+            phoenix_url=phoenix, telemetry_holder=telemetry_holder)
+        processor, telemetry = _build_scoring(scoring_settings, export_processor, destinations)
+        telemetry_holder.append(telemetry)
         _switch_for(provider).target = processor
         _publish(content, scoring_settings, provider, processor, telemetry)
         _input_caps.current = caps
@@ -605,6 +660,7 @@ def configure(
         instance = Tracescore(
             provider, processor, description, rules, scoring_settings.flush_timeout
         )
+        instance.destinations = destinations
         _current = instance
         _register_exit_hooks()
         _signals.update(
@@ -617,6 +673,21 @@ def configure(
         "tracescore configured: export to %s, %d scoring rule(s)", description, len(rules)
     )
     return instance
+
+
+def _configure_redaction(patterns: Sequence[str | re.Pattern[str]] | None,
+                         callback: Callable[[str], str] | None) -> None:
+    """Check and set ``configure``'s redaction options; re-read the credential variables."""
+    from . import _redact  # already imported by the decorators; here to keep this edit local
+
+    if callback is not None and not callable(callback):
+        raise ConfigurationError("configure(redact=...) takes a function (text: str) -> str")
+    if isinstance(patterns, (str, re.Pattern)):
+        patterns = [patterns]
+    try:
+        _redact.configure(patterns, callback)
+    except ValueError as exc:
+        raise ConfigurationError(f"configure(redact_patterns=...): {exc}") from None
 
 
 _preloaded = False
@@ -642,6 +713,7 @@ def _preload_judge(process: bool = False) -> None:
         return
     _preloaded = True
     _preloaded_process = _preloaded_process or process
+    _preload_done.clear()
 
     def load() -> None:
         try:
@@ -654,8 +726,29 @@ def _preload_judge(process: bool = False) -> None:
             _judge._litellm()
         except Exception:
             logger.debug("tracescore could not preload litellm", exc_info=True)
+        finally:
+            _preload_done.set()
 
     threading.Thread(target=load, name="tracescore-preload", daemon=True).start()
+
+
+# Set while no preload is running. A flush with the default deadline waits for a running one
+# first, at most this long (litellm's import took 4-6 s on a loaded 2-core machine).
+_preload_done = threading.Event()
+_preload_done.set()
+_PRELOAD_GRACE = 60.0
+_flush_waiting_for_preload = threading.Event()  # observable by tests: a flush is waiting
+
+
+def _wait_for_preload() -> None:
+    if _preload_done.is_set():
+        return
+    _flush_waiting_for_preload.set()
+    try:
+        _preload_done.wait(_PRELOAD_GRACE)
+    finally:
+        _flush_waiting_for_preload.clear()
+
 
 
 def current() -> Tracescore | None:
