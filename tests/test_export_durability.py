@@ -33,8 +33,6 @@ from opentelemetry.trace import Link, SpanKind, Status, StatusCode
 
 import tracescore
 from tests.otlp_receiver import GrpcOtlpReceiver, HttpOtlpReceiver
-from tracescore._export import codec
-from tracescore._export.size import envelope_size, span_size
 
 NO_DROPS = {"queue_full": 0, "export_failed": 0, "too_large": 0, "shutdown": 0}
 HANG_BOUND = 30.0  # generous: only a hang reaches it
@@ -344,6 +342,8 @@ def _spans() -> list[ReadableSpan]:
 
 
 def test_size_bound_is_never_below_the_encoded_size() -> None:
+    from tracescore._export.size import envelope_size, span_size
+
     for span in _spans():
         encoded = encode_spans([span]).ByteSize()
         bound = span_size(span) + envelope_size(span)
@@ -354,6 +354,8 @@ def test_size_bound_is_never_below_the_encoded_size() -> None:
 
 
 def test_spool_encoding_round_trips_what_otlp_carries() -> None:
+    from tracescore._export import codec
+
     spans = _spans()
     again = codec.decode(codec.encode(spans))
     assert encode_spans(again) == encode_spans(spans)

@@ -313,10 +313,13 @@ class ExportProcessor(SpanProcessor):
         when everything went out."""
         ok = True
         spool = self.spool
-        while spool is not None and len(spool):
+        if final and spool is not None and len(spool) and time.monotonic() < self._retry_at:
+            # Shutting down while backing off: the flush before it just failed to reach the
+            # backend, and another try would only spend the deadline the caller has left.
+            ok = False
+        while ok and spool is not None and len(spool):
             if not self._retry_head():
                 ok = False
-                break
         while True:
             batch = self._take(everything=True)
             if not batch:

@@ -14,6 +14,7 @@ behind; nothing replays another process's folder.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import shutil
@@ -168,10 +169,8 @@ class Spool:
     def _remove(self, entry: _Entry) -> int:
         self.bytes -= entry.size
         self.spans -= entry.spans
-        try:
+        with contextlib.suppress(OSError):
             entry.path.unlink()
-        except OSError:
-            pass
         return entry.spans
 
     def _log(self, message: str, *args: object) -> None:
