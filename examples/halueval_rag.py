@@ -46,12 +46,14 @@ Where spans go: to OTLP when ``OTEL_EXPORTER_OTLP_ENDPOINT`` (or
 path). To look at the traces and their scores in Arize Phoenix::
 
     pip install arize-phoenix && phoenix serve          # in another shell; UI on :6006
-    OTEL_EXPORTER_OTLP_ENDPOINT=http://127.0.0.1:6006 python examples/halueval_rag.py
+    OTEL_EXPORTER_OTLP_ENDPOINT=http://127.0.0.1:6006 TRACESCORE_LOG_RECORDS=false \\
+        TRACESCORE_PHOENIX_URL=http://127.0.0.1:6006 python examples/halueval_rag.py
 
 Phoenix files the traces under the project ``halueval-rag-demo``: Phoenix reads the project
 from the resource attribute ``openinference.project.name``, which tracescore sets from the service
-name. Each score is among the agent span's events; with ``TRACESCORE_PHOENIX_URL=http://127.0.0.1:6006``
-it is also a span annotation (a column, a filter and a summary in Phoenix).
+name. Each score is a span annotation (``TRACESCORE_PHOENIX_URL``: a column, a filter and a
+summary in Phoenix) and among the agent span's events. ``TRACESCORE_LOG_RECORDS=false``: Phoenix
+takes no OTLP log records (it answers them with HTTP 405).
 
 Data: ``examples/data/halueval_qa_200.jsonl``, 200 rows of HaluEval's QA set (MIT licence, see
 ``examples/data/README.md``).

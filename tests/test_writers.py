@@ -393,3 +393,16 @@ def test_evaluator_version_follows_the_prompt_and_not_the_process() -> None:
     other = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                            env=env, cwd=REPO, check=True).stdout.strip()
     assert other == base.fingerprint
+
+
+def test_log_records_can_be_switched_off_for_a_backend_without_logs(
+    backend: Backend, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", backend.url)
+    monkeypatch.setenv("TRACESCORE_LOG_RECORDS", "false")
+    inst = tracescore.configure(scoring=[rule(ProbeScorer())])
+    assert inst.destinations.logger_provider is None
+    answer("q")
+    assert tracescore.force_flush(30_000)
+    assert backend.wait(lambda: backend.spans)
+    assert backend.logs == []

@@ -9,7 +9,9 @@ the span resource and a batch processor: OTLP from the same ``OTEL_EXPORTER_OTLP
 (``tracescore-logs.jsonl``). That provider is **not** set as the global one: it carries only
 tracescore's score records, so it never captures the application's logs nor takes the place a
 later ``set_logger_provider`` of the application expects to fill. With a custom ``exporter=``
-or ``exporter=False``, tracescore makes no provider (pass ``logger_provider=`` for records).
+or ``exporter=False``, tracescore makes no provider (pass ``logger_provider=`` for records);
+``TRACESCORE_LOG_RECORDS=false`` turns tracescore's own provider off (a backend without an OTLP
+logs endpoint, such as Arize Phoenix, answers the records with HTTP 405).
 """
 
 from __future__ import annotations
@@ -96,7 +98,8 @@ def build(*, resource: Any, logger_provider: Any, export_from_env: bool,
         telemetry_holder: filled later with the ``Telemetry`` the Phoenix writer counts in.
     """
     dest = Destinations(logger_provider=logger_provider)
-    if logger_provider is None and export_from_env and not _global_sdk_logger_provider():
+    if (logger_provider is None and export_from_env and _env.log_records()
+            and not _global_sdk_logger_provider()):
         chosen = _exporters_log_exporter()
         if chosen is not None:
             from opentelemetry.sdk._logs import LoggerProvider

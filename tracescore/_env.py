@@ -519,6 +519,7 @@ def redact_patterns() -> list[str]:
 # --- Where scores also go (issue 12): Phoenix annotations, OTLP log records --------------------
 
 TRACESCORE_PHOENIX_URL = "TRACESCORE_PHOENIX_URL"
+TRACESCORE_LOG_RECORDS = "TRACESCORE_LOG_RECORDS"
 OTEL_EXPORTER_OTLP_LOGS_ENDPOINT = "OTEL_EXPORTER_OTLP_LOGS_ENDPOINT"
 OTEL_EXPORTER_OTLP_LOGS_PROTOCOL = "OTEL_EXPORTER_OTLP_LOGS_PROTOCOL"
 DEFAULT_LOG_FILE_SUFFIX = "-logs"  # tracescore-traces.jsonl -> tracescore-logs.jsonl
@@ -534,6 +535,13 @@ def phoenix_url() -> str | None:
         _warn(TRACESCORE_PHOENIX_URL, value, "an http:// or https:// URL", None)
         return None
     return value.rstrip("/")
+
+
+def log_records() -> bool:
+    """``TRACESCORE_LOG_RECORDS``: ``false`` stops tracescore from making a ``LoggerProvider``
+    of its own for the ``gen_ai.evaluation.result`` log records, e.g. for a backend with no
+    OTLP logs endpoint (Arize Phoenix answers ``/v1/logs`` with HTTP 405). Default True."""
+    return read_bool(TRACESCORE_LOG_RECORDS, True)
 
 
 def otlp_logs_endpoint() -> str | None:
