@@ -24,6 +24,7 @@ from ._evals_data import EvalItem
 from ._evals_results import EvalItemResult, ItemScore, ItemStatus, TargetError
 from ._evals_specs import ScorerSpec
 from ._request import ScoringRequest
+from ._fingerprint import evaluator_version
 from ._scoring import ScorerOutcome, evaluation_attributes, label_for, run_scorer, scorer_kwargs
 from ._serialize import to_json
 
@@ -208,12 +209,12 @@ class EvalRun:
                 result=outcome.result,
             )
             if span is not None:
-                span.add_event(
-                    sc.GEN_AI_EVALUATION_RESULT_EVENT,
-                    evaluation_attributes(
-                        spec.id, outcome, label=label, sample_rate=_EVAL_SAMPLE_RATE
-                    ),
+                attributes = evaluation_attributes(
+                    spec.id, outcome, label=label, sample_rate=_EVAL_SAMPLE_RATE
                 )
+                # Provenance (issue 12): the same evaluator version as online scores carry.
+                attributes[sc.TRACESCORE_EVALUATOR_VERSION] = evaluator_version(spec.scorer)
+                span.add_event(sc.GEN_AI_EVALUATION_RESULT_EVENT, attributes)
         return scores
 
     async def notify(self, result: EvalItemResult) -> None:
