@@ -25,12 +25,10 @@ from opentelemetry.sdk.resources import SERVICE_NAME, Resource
 from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import SpanExporter
 
-from . import _env, _handoff, _signals, _state
-from . import _input_caps
+from . import _destinations, _env, _handoff, _input_caps, _signals, _state
 from . import _semconv as sc
 from ._errors import ConfigurationError
 from ._export import ExportProcessor, Spool
-from . import _destinations
 from ._exporters import exporter_from_env
 from ._judge import Judge
 from ._processor import ScoringSpanProcessor

@@ -23,8 +23,8 @@ from . import _state
 from ._evals_data import EvalItem
 from ._evals_results import EvalItemResult, ItemScore, ItemStatus, TargetError
 from ._evals_specs import ScorerSpec
-from ._request import ScoringRequest
 from ._fingerprint import evaluator_version
+from ._request import ScoringRequest
 from ._scoring import ScorerOutcome, evaluation_attributes, label_for, run_scorer, scorer_kwargs
 from ._serialize import to_json
 

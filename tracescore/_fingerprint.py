@@ -92,7 +92,7 @@ def _describe(obj: Any, depth: int) -> Any:
         return {"type": type(obj).__qualname__,
                 **{name: _describe(getattr(obj, name, None), depth + 1) for name in fields}}
     if callable(obj):  # a callable object (functools.partial, a class instance)
-        call = getattr(type(obj), "__call__", None)
+        call = type(obj).__call__
         return {"callable": f"{type(obj).__module__}.{type(obj).__qualname__}",
                 "call": _describe(call, depth + 1) if call is not None else None}
     return {"type": f"{type(obj).__module__}.{type(obj).__qualname__}"}
