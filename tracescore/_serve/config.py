@@ -1,0 +1,313 @@
+"""The service's configuration file: YAML or TOML, environment references, validated by pydantic.
+
+A file is read as TOML when its name ends in ``.toml`` (stdlib ``tomllib``; ``tomli`` on Python
+3.10), else as YAML (PyYAML, from the ``serve`` extra). Before parsing, ``${NAME}`` and
+``${NAME:-default}`` are replaced by the environment variable's value (``$$`` is a literal
+``$``), as the OpenTelemetry Collector's configuration does; an unset variable without a
+default is an error that names it. Every field is checked and unknown fields are refused, so a
+typo is reported instead of ignored; ``ServeConfigError`` lists each bad field by its path
+(``rules[0].sample_rate: ...``).
+
+Example (YAML)::
+
+    downstream: {endpoint: "http://backend:4317", protocol: grpc}
+    judge: {model: "openai/gpt-4o-mini", api_key: "${OPENAI_API_KEY}"}
+    rules:
+      - scorer: faithfulness
+        on: agent
+        sample_rate: 0.1
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from .. import _env
+from .._errors import ConfigurationError
+
+_REFERENCE = re.compile(r"\$\$|\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
+MIB = 1024 * 1024
+
+
+class ServeConfigError(ConfigurationError):
+    """The service's configuration file is missing, unreadable or invalid; the message lists
+    every problem, one per line."""
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Listen(_Model):
+    """One listening socket: ``host:port`` (port 0 picks a free one)."""
+
+    endpoint: str
+
+    @field_validator("endpoint")
+    @classmethod
+    def _host_port(cls, value: str) -> str:
+        host, sep, port = value.rpartition(":")
+        if not sep or not host or not port.isdigit() or int(port) > 65535:
+            raise ValueError("expected host:port, e.g. 0.0.0.0:4317")
+        return value
+
+    @property
+    def host(self) -> str:
+        """The host part."""
+        return self.endpoint.rpartition(":")[0]
+
+    @property
+    def port(self) -> int:
+        """The port part."""
+        return int(self.endpoint.rpartition(":")[2])
+
+
+class Receivers(_Model):
+    """Where OTLP comes in; None turns a protocol off. The HTTP receiver also answers
+    ``/healthz``, ``/readyz`` and ``/stats``."""
+
+    grpc: Listen | None = Listen(endpoint="0.0.0.0:4317")
+    http: Listen | None = Listen(endpoint="0.0.0.0:4318")
+    max_request_bytes: int = Field(16 * MIB, gt=0)
+    grpc_workers: int = Field(8, gt=0)
+
+
+class Downstream(_Model):
+    """The OTLP endpoint everything is forwarded to (spans, logs, scores, metrics)."""
+
+    endpoint: str
+    protocol: Literal["grpc", "http/protobuf"] = "grpc"
+    headers: dict[str, str] = {}
+    timeout: float = Field(10.0, gt=0)
+    compression: Literal["gzip", "none"] = "gzip"
+    insecure: bool = True
+
+    @field_validator("endpoint")
+    @classmethod
+    def _url(cls, value: str) -> str:
+        if not value.startswith(("http://", "https://")):
+            raise ValueError("expected an http:// or https:// URL, e.g. http://backend:4317")
+        return value.rstrip("/")
+
+
+class Judge(_Model):
+    """The default judge of every rule: a litellm model string and what litellm accepts
+    (``api_base``, ``api_key``, ``timeout``, ...)."""
+
+    model_config = ConfigDict(extra="allow", frozen=True)
+    model: str
+
+
+class Rule(_Model):
+    """One ``ScoringRule``. ``scorer`` is a scorer id (``tracescore scorers`` lists them) built
+    with ``options``; ``factory`` (``module:callable``) builds a custom scorer instead and gets
+    ``options`` as keyword arguments. Span-bound values (``ground_truth``, ``inputs``) are span
+    attribute names: a file cannot hold callables."""
+
+    scorer: str | None = None
+    factory: str | None = None
+    options: dict[str, Any] = {}
+    on: Literal["agent", "retrieval", "tool", "llm"] = "agent"
+    sample_rate: float = Field(1.0, ge=0.0, le=1.0)
+    threshold: float | None = None
+    name: str | None = None
+    span_name: str | None = None
+    attributes: dict[str, Any] | None = None
+    scope: str | None = None
+    score_errors: bool = False
+    ground_truth: str | None = None
+    inputs: dict[str, str] | None = None
+    max_per_minute: float | None = Field(None, gt=0)
+    max_tokens_per_hour: float | None = Field(None, gt=0)
+    max_cost_per_hour: float | None = Field(None, gt=0)
+
+    @field_validator("factory")
+    @classmethod
+    def _factory(cls, value: str | None) -> str | None:
+        if value is not None and not re.fullmatch(r"[\w.]+:[\w.]+", value):
+            raise ValueError("expected module:callable, e.g. mypackage.scorers:make_scorer")
+        return value
+
+    def model_post_init(self, __context: Any) -> None:
+        if (self.scorer is None) == (self.factory is None):
+            raise ValueError("give exactly one of scorer (an id) or factory (module:callable)")
+
+
+class Scoring(_Model):
+    """The engine's bounds, as ``configure()`` takes them."""
+
+    score_timeout: float = Field(30.0, gt=0)
+    max_concurrency: int = Field(8, gt=0)
+    max_queue_size: int = Field(1000, gt=0)
+    job_timeout: float | None = Field(None, gt=0)
+    max_held_spans: int | None = Field(None, gt=0)
+
+
+class Trace(_Model):
+    """Trace completeness (``settle.TraceSettler``): a scored span whose scorer needs the
+    trace's documents or tool calls waits until its trace is complete."""
+
+    idle: float = Field(2.0, gt=0)
+    settle_after_root: float = Field(0.5, ge=0)
+    max_wait: float = Field(10.0, gt=0)
+    max_bytes: int = Field(64 * MIB, gt=0)
+    max_bytes_per_trace: int = Field(4 * MIB, gt=0)
+    max_traces: int = Field(100_000, gt=0)
+
+
+class Export(_Model):
+    """The export processor towards ``downstream`` (``tracescore._export``)."""
+
+    queue_bytes: int = Field(128 * MIB, gt=0)
+    batch_bytes: int = Field(3 * MIB, gt=0)
+    max_batch_spans: int = Field(2048, gt=0)
+    schedule_delay: float = Field(0.05, gt=0)
+    retry_dir: str | None = None
+    retry_max_bytes: int = Field(512 * MIB, gt=0)
+    retry_max_age: float = Field(3600.0, gt=0)
+
+
+class Backpressure(_Model):
+    """When requests are refused with RESOURCE_EXHAUSTED / HTTP 429 (``admission``)."""
+
+    high_water: float = Field(0.5, gt=0, le=1)
+    retry_after: float = Field(1.0, gt=0)
+
+
+class Limits(_Model):
+    """Fleet-wide rate limits and budgets (``tracescore._limits_redis``); without
+    ``redis_url`` every replica keeps its own."""
+
+    redis_url: str | None = None
+    key_prefix: str = "tracescore"
+    lease_seconds: float = Field(0.25, gt=0)
+    refresh_interval: float = Field(0.5, gt=0)
+
+
+class ServeConfig(_Model):
+    """The whole file."""
+
+    service_name: str = "tracescore-serve"
+    downstream: Downstream
+    receivers: Receivers = Receivers()
+    judge: Judge | None = None
+    rules: list[Rule] = []
+    scoring: Scoring = Scoring()
+    trace: Trace = Trace()
+    export: Export = Export()
+    backpressure: Backpressure = Backpressure()
+    limits: Limits = Limits()
+    metrics_interval: float = Field(10.0, gt=0)
+    shutdown_timeout: float = Field(20.0, gt=0)
+
+
+def expand(text: str) -> str:
+    """Replace ``${NAME}``/``${NAME:-default}`` with environment values; ``$$`` is ``$``.
+
+    Raises:
+        ServeConfigError: a variable without a default is unset.
+    """
+    missing: list[str] = []
+
+    def value(match: re.Match[str]) -> str:
+        if match.group(0) == "$$":
+            return "$"
+        name, default = match.group(1), match.group(2)
+        found = _env.read_str(name)
+        if found is not None:
+            return found
+        if default is not None:
+            return default
+        missing.append(name)
+        return ""
+
+    out = _REFERENCE.sub(value, text)
+    if missing:
+        raise ServeConfigError(
+            "the configuration refers to unset environment variables: " + ", ".join(missing)
+            + " (set them, or write ${NAME:-default})")
+    return out
+
+
+def parse(text: str, *, toml: bool) -> ServeConfig:
+    """Validate a configuration document.
+
+    Args:
+        text: the file's text (environment references not yet expanded).
+        toml: parse as TOML, else YAML.
+
+    Raises:
+        ServeConfigError: bad syntax, a missing YAML library or invalid fields.
+    """
+    expanded = expand(text)
+    if toml:
+        if sys.version_info >= (3, 11):
+            import tomllib
+        else:  # pragma: no cover - Python 3.10
+            import tomli as tomllib
+        try:
+            data: Any = tomllib.loads(expanded)
+        except tomllib.TOMLDecodeError as exc:
+            raise ServeConfigError(f"invalid TOML: {exc}") from None
+    else:
+        try:
+            import yaml
+        except ImportError:
+            raise ServeConfigError(
+                "YAML configuration needs PyYAML: pip install 'tracescore[serve]' "
+                "(or write the file as .toml)") from None
+        try:
+            data = yaml.safe_load(expanded)
+        except yaml.YAMLError as exc:
+            raise ServeConfigError(f"invalid YAML: {exc}") from None
+    if not isinstance(data, dict):
+        raise ServeConfigError("the configuration must be a mapping of sections "
+                               "(downstream, rules, ...)")
+    if not toml:
+        _yaml_on(data)
+    try:
+        return ServeConfig.model_validate(data)
+    except ValidationError as exc:
+        raise ServeConfigError(_problems(exc)) from None
+
+
+def load(path: str | Path) -> ServeConfig:
+    """Read and validate a configuration file (``.toml`` as TOML, anything else as YAML).
+
+    Raises:
+        ServeConfigError: the file cannot be read or is invalid (every bad field listed).
+    """
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ServeConfigError(f"cannot read {path}: {exc.strerror or exc}") from None
+    try:
+        return parse(text, toml=path.suffix.lower() == ".toml")
+    except ServeConfigError as exc:
+        raise ServeConfigError(f"{path}: {exc}") from None
+
+
+def _yaml_on(data: dict[str, Any]) -> None:
+    """YAML 1.1 (PyYAML) reads the key ``on`` as the boolean true: give rules their ``on``."""
+    rules = data.get("rules")
+    if isinstance(rules, list):
+        for rule in rules:
+            if isinstance(rule, dict) and True in rule and "on" not in rule:
+                rule["on"] = rule.pop(True)
+
+
+def _problems(exc: ValidationError) -> str:
+    lines = [f"{exc.error_count()} invalid field(s):"]
+    for error in exc.errors():
+        where = ""
+        for part in error["loc"]:
+            where += f"[{part}]" if isinstance(part, int) else (f".{part}" if where else part)
+        message = error["msg"].removeprefix("Value error, ")
+        lines.append(f"  {where or '(top level)'}: {message}")
+    return "\n".join(lines)

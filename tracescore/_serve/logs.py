@@ -1,0 +1,171 @@
+"""Log records received by the service, forwarded downstream as they came.
+
+Instrumentations in the GenAI conventions' ``EVENT_ONLY`` mode put message content in log
+records rather than on spans; the service accepts them and forwards each request unchanged
+(its bytes re-sent) to the downstream's logs endpoint, in order, from one thread. A failed
+export is retried with backoff while the request waits at the head of a queue bounded by bytes;
+``has_room`` tells the admission to refuse new requests (OTLP backpressure) instead of dropping
+any. Reading content out of these records for scoring is not done yet (README).
+"""
+
+from __future__ import annotations
+
+import gzip
+import logging
+import threading
+import time
+from collections import deque
+from typing import Any
+
+logger = logging.getLogger("tracescore")
+
+_BACKOFF_FIRST = 0.5
+_BACKOFF_MAX = 8.0
+
+
+class LogForwarder:
+    """Forward raw ``ExportLogsServiceRequest`` bytes to the downstream, in order.
+
+    Args:
+        endpoint: the downstream base URL (``http://host:4317`` for gRPC, ``http://host:4318``
+            for HTTP; ``/v1/logs`` is appended for HTTP).
+        protocol: ``grpc`` or ``http/protobuf``.
+        headers: extra headers or gRPC metadata.
+        timeout: seconds per export call.
+        compression: ``gzip`` or ``none``.
+        max_bytes: bytes of requests waiting at most.
+    """
+
+    def __init__(self, endpoint: str, protocol: str, headers: dict[str, str], timeout: float,
+                 compression: str, max_bytes: int) -> None:
+        self.endpoint = endpoint
+        self.protocol = protocol
+        self.headers = dict(headers)
+        self.timeout = timeout
+        self.compression = compression
+        self.max_bytes = max_bytes
+        self._cond = threading.Condition(threading.Lock())
+        self._queue: deque[tuple[bytes, int]] = deque()
+        self._bytes = 0
+        self._closed = False
+        self._busy = False
+        self._thread: threading.Thread | None = None
+        self._send_fn: Any = None
+        self.forwarded_records = 0
+        self.failures = 0
+        self.dropped_records = 0
+
+    @property
+    def queued_bytes(self) -> int:
+        """Bytes of requests waiting."""
+        return self._bytes
+
+    def has_room(self, size: int) -> bool:
+        """Whether a request of ``size`` bytes fits now."""
+        return self._bytes + size <= self.max_bytes
+
+    def put(self, raw: bytes, records: int) -> None:
+        """Queue one request (its protobuf bytes) of ``records`` log records."""
+        with self._cond:
+            self._queue.append((raw, records))
+            self._bytes += len(raw)
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="tracescore-serve-logs",
+                                                daemon=True)
+                self._thread.start()
+            self._cond.notify()
+
+    def flush(self, timeout: float) -> bool:
+        """Wait until everything queued went out, ``timeout`` seconds at most."""
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            while self._queue or self._busy:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                self._cond.wait(left)
+        return True
+
+    def shutdown(self, timeout: float) -> None:
+        """Flush within ``timeout``, then stop; what is still waiting is counted as dropped."""
+        self.flush(timeout)
+        with self._cond:
+            self._closed = True
+            self.dropped_records += sum(n for _, n in self._queue)
+            if self._queue:
+                logger.warning("tracescore serve: %d log records could not be forwarded before "
+                               "the shutdown deadline", sum(n for _, n in self._queue))
+            self._queue.clear()
+            self._bytes = 0
+            self._cond.notify_all()
+
+    def _run(self) -> None:
+        backoff = 0.0
+        while True:
+            with self._cond:
+                while not self._queue and not self._closed:
+                    self._cond.wait()
+                if self._closed:
+                    return
+                raw, records = self._queue[0]
+                self._busy = True
+            ok = self._send(raw)
+            with self._cond:
+                self._busy = False
+                if ok and self._queue and self._queue[0][0] is raw:
+                    self._queue.popleft()
+                    self._bytes -= len(raw)
+                    self.forwarded_records += records
+                self._cond.notify_all()
+                if not ok:
+                    self.failures += 1
+                    backoff = min(_BACKOFF_MAX, backoff * 2 or _BACKOFF_FIRST)
+                    self._cond.wait(backoff)
+                else:
+                    backoff = 0.0
+
+    def _send(self, raw: bytes) -> bool:
+        try:
+            if self._send_fn is None:
+                self._send_fn = self._grpc() if self.protocol == "grpc" else self._http()
+            return bool(self._send_fn(raw))
+        except Exception:
+            logger.warning("tracescore serve: forwarding log records to %s failed; retrying",
+                           self.endpoint, exc_info=logger.isEnabledFor(logging.DEBUG))
+            return False
+
+    def _grpc(self) -> Any:
+        import grpc
+        from opentelemetry.proto.collector.logs.v1 import logs_service_pb2_grpc
+
+        from .decode import parse_logs
+
+        target = self.endpoint.split("://", 1)[-1]
+        channel = (grpc.secure_channel(target, grpc.ssl_channel_credentials())
+                   if self.endpoint.startswith("https://") else grpc.insecure_channel(target))
+        stub = logs_service_pb2_grpc.LogsServiceStub(channel)
+        metadata = list(self.headers.items())
+        compression = grpc.Compression.Gzip if self.compression == "gzip" else None
+
+        def send(raw: bytes) -> bool:
+            stub.Export(parse_logs(raw), timeout=self.timeout, metadata=metadata,
+                        compression=compression)
+            return True
+
+        return send
+
+    def _http(self) -> Any:
+        import requests
+
+        session = requests.Session()
+        url = self.endpoint + "/v1/logs"
+        headers = {"Content-Type": "application/x-protobuf", **self.headers}
+        if self.compression == "gzip":
+            headers["Content-Encoding"] = "gzip"
+
+        def send(raw: bytes) -> bool:
+            body = gzip.compress(raw, 1) if self.compression == "gzip" else raw
+            response = session.post(url, data=body, headers=headers, timeout=self.timeout)
+            return bool(response.ok)
+
+        return send

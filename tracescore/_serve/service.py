@@ -1,0 +1,305 @@
+"""``ScoringService``: what ``tracescore serve`` does with each OTLP request, protocol aside.
+
+Per received span, in the order of the request:
+
+1. the trace settler notes it (``settle``);
+2. the readers say what it is and the rules whether any picks it (``_readers``, ``_rules``:
+   the same code and the same trace-id sampling as in process);
+3. a span no rule picks goes straight to the export processor (``_export``), after its
+   documents and tool calls are noted for later spans of its trace: no added latency;
+4. a picked span whose scorers judge the trace's documents or tool calls waits in the settler
+   until its trace is complete, then enters the ``ScoringSpanProcessor`` (``_processor``);
+   any other picked span enters it at once. The processor holds it, scores it and exports it
+   once with its scores (span event and attributes), or on a carrier span past
+   ``score_timeout``; score log records and metrics go to the same downstream.
+
+Admission (``admission``) is decided for the whole request before any span of it is taken:
+either every span is accepted, and each is forwarded exactly once, or the request is refused
+with a retry hint and nothing of it is kept, so the sender's retry delivers it once later.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import threading
+import time
+from collections import Counter
+from typing import Any
+
+from opentelemetry.sdk.trace import ReadableSpan
+
+from .. import _semconv as sc
+from .. import _state
+from .._export.processor import ExportProcessor
+from .._export.size import span_size
+from .._export.spool import Spool
+from .._processor import ScoringSpanProcessor
+from .._readers import attributes_of, reader_for, scope_name
+from .._rules import select
+from .._telemetry import Telemetry
+from . import readers
+from .admission import Admission, Refusal
+from .config import ServeConfig
+from .decode import count_log_records, spans_of
+from .logs import LogForwarder
+from .metrics import ServiceMetrics
+from .settle import ServiceTraceBuffer, TraceSettler
+from .wiring import (
+    build_judge,
+    build_rules,
+    fleet_limits,
+    log_exporter,
+    metric_exporter,
+    span_exporter,
+)
+
+logger = logging.getLogger("tracescore")
+
+
+class ScoringService:
+    """The service's pipeline: admission, reading, rules, settling, scoring, forwarding.
+
+    Args:
+        config: the validated configuration.
+        span_exporter_override: an exporter in place of the downstream OTLP one (tests).
+        telemetry_enabled: send self-metrics and score log records downstream (default True).
+
+    Raises:
+        ServeConfigError: a rule's scorer cannot be built.
+    """
+
+    def __init__(self, config: ServeConfig, *, span_exporter_override: Any = None,
+                 telemetry_enabled: bool = True) -> None:
+        self.config = config
+        self._reader = readers.install()
+        self.judge = build_judge(config)
+        if self.judge is not None:
+            _state.default_judge = self.judge  # scorers built with model=None use it
+        rules = build_rules(config, self.judge)
+        self.rules, self.limit_store = fleet_limits(rules, config)
+        self._wait_ids = {id(r) for r in self.rules
+                          if r.scorer.uses_context or r.scorer.uses_tool_calls}
+        self._wants_tool_calls = any(r.scorer.uses_tool_calls for r in self.rules)
+        down = config.downstream
+        exp = config.export
+        self.export = ExportProcessor(
+            span_exporter_override or span_exporter(down), queue_bytes=exp.queue_bytes,
+            batch_bytes=exp.batch_bytes, max_batch_spans=exp.max_batch_spans,
+            schedule_delay=exp.schedule_delay,
+            spool=Spool(exp.retry_dir, exp.retry_max_bytes, exp.retry_max_age))
+        self._meter_provider: Any = None
+        self._logger_provider: Any = None
+        resource_attrs = {"service.name": config.service_name,
+                          "service.instance.id": f"{socket.gethostname()}-{os.getpid()}"}
+        if telemetry_enabled:
+            self._meter_provider, self._logger_provider = _providers(config, resource_attrs)
+        trace = config.trace
+        self.buffer = ServiceTraceBuffer(max_traces=trace.max_traces, max_bytes=trace.max_bytes)
+        holder: list[ScoringSpanProcessor] = []
+        self.telemetry = Telemetry(
+            meter_provider=self._meter_provider or _noop_meter_provider(),
+            logger_provider=self._logger_provider or _noop_logger_provider(),
+            queue_size=lambda: holder[0].pending_jobs() if holder else 0,
+            held_spans=lambda: holder[0].held_spans() if holder else 0,
+            version=_version(),
+        )
+        scoring = config.scoring
+        self.processor = ScoringSpanProcessor(
+            self.export, self.rules, score_timeout=scoring.score_timeout,
+            max_concurrency=scoring.max_concurrency, max_queue_size=scoring.max_queue_size,
+            job_timeout=scoring.job_timeout, flush_timeout=config.shutdown_timeout,
+            max_held_spans=scoring.max_held_spans, telemetry=self.telemetry,
+            trace_buffer=self.buffer)
+        holder.append(self.processor)
+        self.settler = TraceSettler(
+            self.processor.on_end, self.buffer.finish, idle=trace.idle,
+            settle_after_root=trace.settle_after_root, max_wait=trace.max_wait,
+            max_bytes=trace.max_bytes, max_bytes_per_trace=trace.max_bytes_per_trace,
+            max_traces=trace.max_traces)
+        self.logs = LogForwarder(down.endpoint, down.protocol, dict(down.headers), down.timeout,
+                                 down.compression, max_bytes=exp.queue_bytes // 4)
+        self.admission = Admission(self, config)
+        self.counts: Counter[str] = Counter()
+        self._counts_lock = threading.Lock()
+        self.metrics = ServiceMetrics(self._meter_provider or _noop_meter_provider(), self)
+        self.draining = False
+        self._stopped = False
+
+    # -- requests ------------------------------------------------------------------------------
+    def accept_traces(self, request: Any, size: int) -> Refusal | None:
+        """Take an ``ExportTraceServiceRequest`` of ``size`` bytes whole, or refuse it whole.
+
+        Returns:
+            None when every span was taken; a ``Refusal`` (reason, retry-after seconds) when
+            nothing was.
+        """
+        started = time.perf_counter()
+        spans = spans_of(request)
+        refusal = self.admission.reserve("traces", size, len(spans))
+        if refusal is not None:
+            return refusal
+        try:
+            passed = deferred = scored = 0
+            for span in spans:
+                route = self._route(span)
+                if route == "passed":
+                    passed += 1
+                elif route == "deferred":
+                    deferred += 1
+                else:
+                    scored += 1
+        finally:
+            self.admission.release(size)
+        with self._counts_lock:
+            self.counts["spans_received"] += len(spans)
+            self.counts["spans_passed_through"] += passed
+            self.counts["spans_deferred"] += deferred
+            self.counts["spans_to_scoring"] += scored
+        self.metrics.request_done("traces", len(spans), passed, time.perf_counter() - started)
+        return None
+
+    def accept_logs(self, raw: bytes, request: Any) -> Refusal | None:
+        """Take an ``ExportLogsServiceRequest`` (its bytes and the parsed message) whole, or
+        refuse it whole."""
+        records = count_log_records(request)
+        refusal = self.admission.reserve_logs(len(raw), records)
+        if refusal is not None:
+            return refusal
+        self.logs.put(raw, records)
+        with self._counts_lock:
+            self.counts["log_records_received"] += records
+        self.metrics.request_done("logs", records, records, 0.0)
+        return None
+
+    def _route(self, span: ReadableSpan) -> str:
+        ctx = span.context
+        if ctx is None:
+            self.export.on_end(span)
+            return "passed"
+        self.settler.seen(span)
+        attrs = attributes_of(span)
+        if attrs.get(sc.TRACESCORE_EVALUATION_CARRIER):
+            self.export.on_end(span)
+            return "passed"
+        reader = reader_for(span)
+        kind = reader.kind(span)
+        selected = select(self.rules, trace_id=ctx.trace_id, kind=kind, name=span.name,
+                          attributes=attrs, scope=scope_name(span),
+                          failed=span.status.status_code.name == "ERROR", span=span) \
+            if self.rules else []
+        if not selected:
+            if self._wants_tool_calls:
+                self.buffer.add_span(ctx.trace_id, ctx.span_id,
+                                     span.parent.span_id if span.parent else None)
+            reader.observe(span, kind, self.buffer)
+            self.export.on_end(span)
+            return "passed"
+        if any(id(s.rule) in self._wait_ids for s in selected) and self.settler.defer(
+                span, span_size(span)):
+            return "deferred"
+        self.processor.on_end(span)
+        return "scored"
+
+    # -- state ---------------------------------------------------------------------------------
+    def ready(self) -> bool:
+        """Accepting requests (started, not draining)."""
+        return not self.draining and not self._stopped
+
+    def snapshot(self) -> dict[str, Any]:
+        """Counters and gauges (``/stats``)."""
+        stats = self.processor.stats
+        with self._counts_lock:
+            out: dict[str, Any] = dict(self.counts)
+        out.update(
+            spans_scored=stats.spans_scored,
+            spans_exported=stats.spans_exported,
+            spans_dropped=dict(self.export.counts),
+            skipped_queue_full=stats.skipped_queue_full,
+            skipped_held_full=stats.skipped_held_full,
+            skipped_rate_limited=stats.skipped_rate_limited,
+            skipped_budget=stats.skipped_budget,
+            jobs_dropped=stats.jobs_dropped,
+            held_spans=self.processor.held_spans(),
+            pending_jobs=self.processor.pending_jobs(),
+            deferred_spans=self.settler.deferred_spans,
+            traces_tracked=len(self.settler),
+            trace_overflow=dict(self.settler.overflow),
+            trace_buffer_evictions=dict(self.buffer.evictions),
+            export_queue_bytes=self.export.queued_bytes,
+            spool_batches=len(self.export.spool) if self.export.spool is not None else 0,
+            log_records_forwarded=self.logs.forwarded_records,
+            log_records_dropped=self.logs.dropped_records,
+            rejected=dict(self.admission.rejected),
+            draining=self.draining,
+        )
+        return out
+
+    # -- lifecycle -----------------------------------------------------------------------------
+    def drain(self) -> None:
+        """Refuse new requests from now on (readiness turns false)."""
+        self.draining = True
+
+    def shutdown(self, timeout: float | None = None) -> bool:
+        """Score and forward everything accepted, within ``timeout`` seconds (default
+        ``shutdown_timeout``). Returns True when everything went out in time."""
+        if self._stopped:
+            return True
+        self.draining = True
+        self._stopped = True
+        budget = self.config.shutdown_timeout if timeout is None else timeout
+        deadline = time.monotonic() + budget
+        self.settler.release_all()
+        pending_scores = self.processor.force_flush(int(max(0.0, (deadline - time.monotonic())
+                                                           * 0.8) * 1000))
+        self.processor.shutdown(max(0.0, deadline - time.monotonic()) * 1000)
+        logs_ok = self.logs.flush(max(0.0, deadline - time.monotonic()))
+        self.logs.shutdown(0.0)
+        for provider in (self._logger_provider, self._meter_provider):
+            if provider is not None:
+                try:
+                    provider.shutdown()
+                except Exception:
+                    logger.debug("tracescore serve: a telemetry provider failed to shut down",
+                                 exc_info=True)
+        if self.limit_store is not None:
+            self.limit_store.stop()
+        readers.uninstall(self._reader)
+        lost = sum(self.export.counts.values()) - self.export.counts.get("exported", 0)
+        return bool(pending_scores and logs_ok and lost == 0)
+
+
+def _providers(config: ServeConfig, resource_attrs: dict[str, str]) -> tuple[Any, Any]:
+    from opentelemetry.sdk._logs import LoggerProvider
+    from opentelemetry.sdk._logs.export import BatchLogRecordProcessor
+    from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader
+    from opentelemetry.sdk.resources import Resource
+
+    resource = Resource.create(resource_attrs)
+    reader = PeriodicExportingMetricReader(metric_exporter(config.downstream),
+                                           export_interval_millis=config.metrics_interval * 1000)
+    meters = MeterProvider(resource=resource, metric_readers=[reader])
+    loggers = LoggerProvider(resource=resource)
+    loggers.add_log_record_processor(BatchLogRecordProcessor(
+        log_exporter(config.downstream), schedule_delay_millis=500))
+    return meters, loggers
+
+
+def _noop_meter_provider() -> Any:
+    from opentelemetry.metrics import NoOpMeterProvider
+
+    return NoOpMeterProvider()
+
+
+def _noop_logger_provider() -> Any:
+    from opentelemetry._logs import NoOpLoggerProvider
+
+    return NoOpLoggerProvider()
+
+
+def _version() -> str:
+    from .. import __version__
+
+    return str(__version__)

@@ -1,0 +1,167 @@
+"""From a validated ``ServeConfig`` to the parts the service runs: compiled rules (with the
+fleet-wide limiters when a store is configured), the downstream exporters of spans, metrics and
+log records."""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import inspect
+import logging
+from typing import Any
+
+from .._errors import ConfigurationError
+from .._rules import CompiledRule, ScoringRule
+from .config import Downstream, Limits, Rule, ServeConfig, ServeConfigError
+
+logger = logging.getLogger("tracescore")
+
+
+def build_judge(config: ServeConfig) -> Any:
+    """The configured ``tracescore.Judge``, or None."""
+    if config.judge is None:
+        return None
+    from .._judge import Judge
+
+    extra = dict(config.judge.model_extra or {})
+    return Judge(config.judge.model, **extra)
+
+
+def _scorer(rule: Rule, judge: Any, where: str) -> Any:
+    options = dict(rule.options)
+    if rule.factory is not None:
+        module_name, _, attr = rule.factory.partition(":")
+        try:
+            factory = getattr(importlib.import_module(module_name), attr)
+        except (ImportError, AttributeError) as exc:
+            raise ServeConfigError(
+                f"{where}.factory: cannot import {rule.factory}: {exc}") from None
+    else:
+        import tracescore.scorers as package
+
+        assert rule.scorer is not None
+        name = f"create_{rule.scorer.replace('-', '_')}_scorer"
+        factory = getattr(package, name, None)
+        if not callable(factory):
+            known = sorted(n[len("create_"):-len("_scorer")].replace("_", "-")
+                           for n in dir(package)
+                           if n.startswith("create_") and n.endswith("_scorer"))
+            raise ServeConfigError(f"{where}.scorer: unknown scorer {rule.scorer!r}; "
+                                   f"known: {', '.join(known)}")
+    try:
+        params = inspect.signature(factory).parameters
+    except (TypeError, ValueError):
+        params = {}  # type: ignore[assignment]
+    if judge is not None and "model" in params and "model" not in options:
+        options["model"] = judge
+    try:
+        return factory(**options)
+    except (TypeError, ConfigurationError) as exc:
+        raise ServeConfigError(f"{where}.options: {exc}") from None
+
+
+def build_rules(config: ServeConfig, judge: Any) -> list[CompiledRule]:
+    """Compile the file's rules (the same ``ScoringRule`` the in-process API takes).
+
+    Raises:
+        ServeConfigError: a scorer cannot be built or a rule is invalid (named by its index).
+    """
+    compiled = []
+    for index, rule in enumerate(config.rules):
+        where = f"rules[{index}]"
+        scorer = _scorer(rule, judge, where)
+        try:
+            scoring_rule = ScoringRule(
+                scorer=scorer, on=rule.on, sample_rate=rule.sample_rate,
+                threshold=rule.threshold, name=rule.name, span_name=rule.span_name,
+                attributes=rule.attributes, scope=rule.scope, score_errors=rule.score_errors,
+                ground_truth=rule.ground_truth, inputs=rule.inputs,
+                max_per_minute=rule.max_per_minute, max_tokens_per_hour=rule.max_tokens_per_hour,
+                max_cost_per_hour=rule.max_cost_per_hour,
+            )
+        except ConfigurationError as exc:
+            raise ServeConfigError(f"{where}: {exc}") from None
+        compiled.append(scoring_rule.compile())
+    return compiled
+
+
+def fleet_limits(rules: list[CompiledRule], config: ServeConfig) -> tuple[list[CompiledRule], Any]:
+    """Swap each rule's per-process rate limit and budget for the Redis-backed ones when
+    ``limits.redis_url`` is set. Returns the rules and the store (None without one)."""
+    limits: Limits = config.limits
+    if limits.redis_url is None:
+        return rules, None
+    from .._limits_redis import RedisHourlyBudget, RedisStore, RedisTokenBucket
+
+    store = RedisStore(limits.redis_url, refresh_interval=limits.refresh_interval)
+    out = []
+    for index, (rule, spec) in enumerate(zip(rules, config.rules, strict=True)):
+        key = f"{limits.key_prefix}:{spec.name or f'rule{index}'}:{rule.scorer_id}"
+        bucket = (RedisTokenBucket(store, key, spec.max_per_minute,
+                                   lease_seconds=limits.lease_seconds)
+                  if spec.max_per_minute is not None else None)
+        budget = (RedisHourlyBudget(store, key, spec.max_tokens_per_hour, spec.max_cost_per_hour)
+                  if spec.max_tokens_per_hour is not None or spec.max_cost_per_hour is not None
+                  else None)
+        out.append(dataclasses.replace(rule, rate_limiter=bucket or rule.rate_limiter,
+                                       budget=budget or rule.budget))
+    store.start()
+    return out, store
+
+
+def _grpc_target(endpoint: str) -> str:
+    return endpoint.split("://", 1)[-1]
+
+
+def span_exporter(down: Downstream) -> Any:
+    """The OTLP span exporter towards the downstream."""
+    if down.protocol == "grpc":
+        from opentelemetry.exporter.otlp.proto.grpc.exporter import Compression
+        from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
+
+        return OTLPSpanExporter(
+            endpoint=down.endpoint, insecure=down.endpoint.startswith("http://"),
+            headers=dict(down.headers) or None, timeout=down.timeout,
+            compression=Compression.Gzip if down.compression == "gzip" else None)
+    from opentelemetry.exporter.otlp.proto.http import Compression as HttpCompression
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import (
+        OTLPSpanExporter as HttpSpanExporter,
+    )
+
+    return HttpSpanExporter(
+        endpoint=down.endpoint + "/v1/traces", headers=dict(down.headers) or None,
+        timeout=down.timeout,
+        compression=(HttpCompression.Gzip if down.compression == "gzip"
+                     else HttpCompression.NoCompression))
+
+
+def metric_exporter(down: Downstream) -> Any:
+    """The OTLP metric exporter towards the downstream."""
+    if down.protocol == "grpc":
+        from opentelemetry.exporter.otlp.proto.grpc.metric_exporter import OTLPMetricExporter
+
+        return OTLPMetricExporter(endpoint=down.endpoint,
+                                  insecure=down.endpoint.startswith("http://"),
+                                  headers=dict(down.headers) or None, timeout=down.timeout)
+    from opentelemetry.exporter.otlp.proto.http.metric_exporter import (
+        OTLPMetricExporter as HttpMetricExporter,
+    )
+
+    return HttpMetricExporter(endpoint=down.endpoint + "/v1/metrics",
+                              headers=dict(down.headers) or None, timeout=down.timeout)
+
+
+def log_exporter(down: Downstream) -> Any:
+    """The OTLP log exporter (score log records) towards the downstream."""
+    if down.protocol == "grpc":
+        from opentelemetry.exporter.otlp.proto.grpc._log_exporter import OTLPLogExporter
+
+        return OTLPLogExporter(endpoint=down.endpoint,
+                               insecure=down.endpoint.startswith("http://"),
+                               headers=dict(down.headers) or None, timeout=down.timeout)
+    from opentelemetry.exporter.otlp.proto.http._log_exporter import (
+        OTLPLogExporter as HttpLogExporter,
+    )
+
+    return HttpLogExporter(endpoint=down.endpoint + "/v1/logs",
+                           headers=dict(down.headers) or None, timeout=down.timeout)
