@@ -112,7 +112,41 @@ def _parser() -> argparse.ArgumentParser:
     )
 
     commands.add_parser("scorers", help="list the scorer ids tracescore eval accepts")
+    serve = commands.add_parser(
+        "serve", help="score OTLP traffic as a service (behind an OpenTelemetry Collector)",
+        description="Receive OTLP (gRPC and HTTP), score spans by the rules of a configuration "
+                    "file (YAML or TOML) and forward everything, scores added, downstream. "
+                    "README: 'Scoring as a service'.")
+    serve.add_argument("--config", help="the configuration file (default: "
+                                        "$TRACESCORE_SERVE_CONFIG)")
+    serve.add_argument("--check", action="store_true",
+                       help="validate the configuration and its rules, then exit")
     return parser
+
+
+def _run_serve(args: argparse.Namespace) -> int:
+    """``tracescore serve``: exit 0 after a clean drain, 1 when something was not forwarded,
+    2 for a bad configuration."""
+    from tracescore import _env
+    from tracescore._serve import ServeConfigError, load, serve_forever
+
+    path = args.config or _env.serve_config()
+    if not path:
+        print("tracescore serve: error: pass --config FILE (or set TRACESCORE_SERVE_CONFIG)",
+              file=sys.stderr)
+        return EXIT_USAGE
+    try:
+        config = load(path)
+        if args.check:
+            from tracescore._serve.wiring import build_judge, build_rules
+
+            rules = build_rules(config, build_judge(config))
+            print(f"tracescore serve: {path} is valid ({len(rules)} rule(s))")
+            return EXIT_PASSED
+        return serve_forever(config)
+    except ServeConfigError as exc:
+        print(f"tracescore serve: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
 
 
 # -- scorers ------------------------------------------------------------------------------------
@@ -362,6 +396,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         for scorer_id in available_scorers():
             print(scorer_id)
         return EXIT_PASSED
+    if args.command == "serve":
+        return _run_serve(args)
     try:
         return _run_eval(args)
     except (UsageError, ConfigurationError) as exc:

@@ -58,6 +58,7 @@ TRACESCORE_EXPORT_RETRY = "TRACESCORE_EXPORT_RETRY"
 TRACESCORE_EXPORT_RETRY_DIR = "TRACESCORE_EXPORT_RETRY_DIR"
 TRACESCORE_EXPORT_RETRY_MAX_BYTES = "TRACESCORE_EXPORT_RETRY_MAX_BYTES"
 TRACESCORE_EXPORT_RETRY_MAX_AGE = "TRACESCORE_EXPORT_RETRY_MAX_AGE"
+TRACESCORE_SERVE_CONFIG = "TRACESCORE_SERVE_CONFIG"
 
 TRACESCORE_REDACT_PATTERNS = "TRACESCORE_REDACT_PATTERNS"
 # The providers' credential variables (litellm reads these): their values are redacted
@@ -559,3 +560,9 @@ def otlp_logs_protocol() -> str:
         else OTEL_EXPORTER_OTLP_PROTOCOL
     )
     return read_enum(name, OTLP_PROTOCOLS, DEFAULT_OTLP_PROTOCOL)
+
+
+def serve_config() -> str | None:
+    """``TRACESCORE_SERVE_CONFIG``: the configuration file of ``tracescore serve`` when
+    ``--config`` is not given. Default None."""
+    return read_str(TRACESCORE_SERVE_CONFIG)

@@ -168,7 +168,8 @@ class ExportProcessor(SpanProcessor):
                     cause = QUEUE_FULL
                 else:
                     cause = None
-                    if not self._queue:
+                    first = not self._queue
+                    if first:
                         self._waiting_since = time.monotonic()
                     self._queue.append((span, encoded))
                     self._queued_bytes += size
@@ -176,8 +177,9 @@ class ExportProcessor(SpanProcessor):
                     if self._thread is None:
                         self._start()
                     # Waking the thread for every span would cost a context switch each: only
-                    # when a batch is full (or the thread waits for a deadline anyway).
-                    if (self._queued_encoded >= self.batch_bytes
+                    # when a batch is full, or for the first span of a batch (the thread waits
+                    # without a deadline on an empty queue: it must learn this one's).
+                    if (first or self._queued_encoded >= self.batch_bytes
                             or len(self._queue) == self.max_batch_spans):
                         self._cond.notify()
             if cause is not None:
