@@ -298,7 +298,8 @@ def summarise(
     kinds: dict[str, str],
     scorer_ids: Sequence[str],
 ) -> dict[str, dict[str, Any]]:
-    """Per scorer id: mean score by answer kind, and counts of scored, not scorable, errors.
+    """Per scorer id: mean score by answer kind, counts of scored, not scorable, errors, and
+    the pass rate (share of ``pass`` among the ``pass``/``fail`` labels; None without labels).
 
     Errors are also counted by ``error.type``, with the first error's message as an example, so
     that a misconfigured judge (a missing key, a wrong model name) explains itself.
@@ -308,10 +309,12 @@ def summarise(
         values: dict[str, list[float]] = {RIGHT: [], HALLUCINATED: []}
         not_scorable = errors = 0
         error_types: Counter[str] = Counter()
+        labels: Counter[str | None] = Counter()
         first_error: str | None = None
         for event in events:
             if event.scorer_id != scorer_id:
                 continue
+            labels[event.label] += 1
             if event.error_type is not None:
                 errors += 1
                 error_types[event.error_type] += 1
@@ -333,6 +336,13 @@ def summarise(
             errors=errors,
             error_types=dict(error_types),
             first_error=first_error,
+            passed=labels["pass"],
+            failed=labels["fail"],
+            pass_rate=(
+                round(labels["pass"] / (labels["pass"] + labels["fail"]), 4)
+                if labels["pass"] + labels["fail"]
+                else None
+            ),
         )
     return table
 
@@ -442,6 +452,14 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         help="share of questions answered with the hallucinated answer (default 0.5)",
     )
     parser.add_argument(
+        "--threshold",
+        type=float,
+        default=0.5,
+        metavar="SCORE",
+        help="pass/fail threshold of every scorer, 0..1 (default 0.5): each score gets the "
+        "label pass or fail, e.g. the span attribute tracescore.label.content_similarity",
+    )
+    parser.add_argument(
         "--judge",
         default=None,
         metavar="MODEL",
@@ -456,7 +474,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     if args.limit is not None and args.limit < 1:
         parser.error("--limit takes a positive number")
-    for name in ("sample_rate", "hallucination_rate"):
+    for name in ("sample_rate", "hallucination_rate", "threshold"):
         if not 0.0 <= getattr(args, name) <= 1.0:
             parser.error(f"--{name.replace('_', '-')} takes a number in 0..1")
     return args
@@ -492,18 +510,23 @@ def main(argv: Sequence[str] | None = None) -> int:
             on="agent",
             sample_rate=args.sample_rate,
             ground_truth=lambda span, question: right_answers[question],
+            threshold=args.threshold,
         )
     ]
     if judge:
         rules += [
             tracescore.ScoringRule(
-                scorer=create_answer_relevancy_scorer(), on="agent", sample_rate=args.sample_rate
+                scorer=create_answer_relevancy_scorer(),
+                on="agent",
+                sample_rate=args.sample_rate,
+                threshold=args.threshold,
             ),
             # No context=: the scorer judges the documents the trace's retrieval span returned.
             tracescore.ScoringRule(
                 scorer=create_context_precision_scorer(),
                 on="agent",
                 sample_rate=args.sample_rate,
+                threshold=args.threshold,
             ),
         ]
         note(f"judge: {judge} (LLM scorers: {', '.join(LLM_SCORERS)})")
