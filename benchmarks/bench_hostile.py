@@ -14,8 +14,8 @@ Sections (each prints one table; CPU is process time, so it counts every thread)
 2. ``loop``: how late a no-op coroutine scheduled on the tracescore loop every 10 ms runs while
    a scorer burns ~2 s of CPU in a step, the step written ``async def`` (it runs on the loop)
    and plain ``def`` (it runs in the worker pool).
-3. ``judge``: 20 ordinary judge calls made while another call's reply is 300 KB of unterminated
-   JSON; the slowest ordinary call and the hostile call's outcome. The judge is a
+3. ``judge``: 20 ordinary judge calls, one every 100 ms, from the moment another call is answered
+   with 300 KB of unterminated JSON; the slowest ordinary call and the hostile call's outcome. The judge is a
    ``ScriptedJudge`` in a child process (a judge inside the measured process would take its GIL).
 4. ``retrieval``: the caller's cost of a ``@tracescore.retrieval`` returning 1,000,000 strings.
 """
@@ -190,8 +190,8 @@ def bench_judge(reply_size: int, calls: int) -> None:
         )
         run_blocking(scorer.arun(input="warm-up"))
 
-        async def timed(text: str) -> tuple[float, str]:
-            start = time.perf_counter()
+        async def timed(text: str, start: float | None = None) -> tuple[float, str]:
+            start = time.perf_counter() if start is None else start
             try:
                 result = await scorer.arun(input=text)
                 outcome = f"score {result.score}, {result.judge_calls} calls"
@@ -199,17 +199,24 @@ def bench_judge(reply_size: int, calls: int) -> None:
                 outcome = type(exc).__name__
             return time.perf_counter() - start, outcome
 
+        async def staggered(i: int, origin: float) -> tuple[float, str]:
+            # One every 100 ms, timed from when it was due: a loop busy repairing the hostile
+            # reply delays its start as much as its answer.
+            due = origin + 0.1 * i
+            await asyncio.sleep(max(0.0, due - time.perf_counter()))
+            return await timed(f"ordinary {i}", due)
+
         async def scenario() -> list[tuple[float, str]]:
+            origin = time.perf_counter()
             hostile = asyncio.ensure_future(timed("hostile"))
-            await asyncio.sleep(0.05)  # the hostile reply is in repair when the others start
-            others = [timed(f"ordinary {i}") for i in range(calls)]
+            others = [staggered(i, origin) for i in range(calls)]
             return [await hostile, *await asyncio.gather(*others)]
 
         cpu, results = _cpu(lambda: run_blocking(scenario()))
         (hostile_s, hostile_outcome), ordinary = results[0], results[1:]
         slowest = max(s for s, _ in ordinary)
-        print(f"\n## judge: {calls} ordinary calls while one reply is {reply_size:,} characters "
-              "of unterminated JSON")
+        print(f"\n## judge: {calls} ordinary calls, one every 100 ms, beside a reply of "
+              f"{reply_size:,} characters of unterminated JSON")
         print("| hostile call | its outcome | slowest ordinary call | median ordinary | CPU s |")
         print("|---|---|---|---|---|")
         print(f"| {hostile_s:.2f} s | {hostile_outcome} | {slowest:.2f} s | "

@@ -544,8 +544,10 @@ def test_retrieval_returning_an_iterator_is_not_consumed() -> None:
 def test_many_documents_do_not_push_the_span_identity_out() -> None:
     ctx_probe = ProbeScorer(id="ctx", uses_context=True)
     ret_probe = ProbeScorer(id="ret")
+    # Above the scoring cap's default (32 documents per request): this test is about the span.
     _, exp = memory_configure(scoring=[rule(ctx_probe, on="agent"), rule(ret_probe,
-                                                                         on="retrieval")])
+                                                                         on="retrieval")],
+                              max_scoring_documents=200)
 
     @tracescore.retrieval
     def search(q: str) -> list[dict[str, Any]]:
@@ -1345,7 +1347,8 @@ def test_configure_in_a_loop_and_concurrently_leaks_no_threads() -> None:
 
 def test_per_trace_state_stays_bounded_under_a_long_lived_root() -> None:
     probe = ProbeScorer(id="ctx", uses_context=True)
-    _, exp = memory_configure(scoring=[rule(probe, on="tool")])
+    # Above the scoring cap's default (32 documents per request): this test is about the buffer.
+    _, exp = memory_configure(scoring=[rule(probe, on="tool")], max_scoring_documents=1_000)
 
     @tracescore.retrieval
     def search(i: int) -> list[str]:

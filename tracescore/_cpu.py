@@ -54,7 +54,14 @@ async def run_cpu(fn: Callable[..., T], *args: Any) -> T:
         >>> await run_cpu(sorted, big_list)  # doctest: +SKIP
     """
     loop = asyncio.get_running_loop()
-    return await loop.run_in_executor(executor(), functools.partial(fn, *args))
+    call = functools.partial(fn, *args)
+    try:
+        future = loop.run_in_executor(executor(), call)
+    except RuntimeError:
+        # Thread pools refuse new work once the interpreter is exiting, and the exit hook's
+        # final flush may still score spans: do the step here rather than lose the score.
+        return call()
+    return await future
 
 
 def in_worker() -> bool:
