@@ -141,6 +141,7 @@ class AcmeReader:
     """Everything tracescore needs to score the made-up acme instrumentation's spans."""
 
     name = "acme"
+    volatile = False
 
     def accepts(self, span: Any) -> bool:
         return _readers.scope_name(span) == "acme.agents"
@@ -202,6 +203,7 @@ def test_a_rule_selects_by_instrumentation_scope() -> None:
 def test_a_reader_that_raises_is_passed_over_and_the_span_still_exported() -> None:
     class Broken:
         name = "broken"
+        volatile = False
 
         def accepts(self, span: Any) -> bool:
             raise RuntimeError("bug in a reader")

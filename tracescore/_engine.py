@@ -26,7 +26,7 @@ import weakref
 from collections import Counter, deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from . import _loop
 from ._request import ScoringRequest
@@ -59,6 +59,25 @@ class Job:
     source: Any = None
 
 
+class Deferred(NamedTuple):
+    """Jobs to be built on the loop thread, off the submitting thread.
+
+    Attributes:
+        rules: the rules whose jobs ``build`` makes, one place each in the queue (they name
+            the jobs counted as dropped if the engine stops before building them).
+        build: returns the jobs, one per rule, in order; called once on the loop thread.
+    """
+
+    rules: Sequence[CompiledRule]
+    build: Callable[[], Sequence[Job]]
+
+
+def _scorer_ids(item: Job | Deferred) -> list[str]:
+    if isinstance(item, Deferred):
+        return [rule.scorer_id for rule in item.rules]
+    return [item.rule.scorer_id]
+
+
 class Engine:
     """Runs scoring jobs in the background and hands their outcomes to writers.
 
@@ -83,7 +102,7 @@ class Engine:
         self._on_drain = on_drain
         self._lock = threading.Lock()
         self._idle = threading.Condition(self._lock)
-        self._inbox: deque[Job] = deque()
+        self._inbox: deque[Job | Deferred] = deque()
         self._pending = 0
         self._polling = False
         self._closed = False
@@ -101,16 +120,18 @@ class Engine:
         """Jobs accepted and not finished."""
         return self._pending
 
-    def submit(self, jobs: Sequence[Job]) -> bool:
-        """Accept all of ``jobs`` or none. Never blocks. False when closed or when they do
-        not fit in the queue."""
-        if not jobs:
+    def submit(self, jobs: Sequence[Job] | Deferred) -> bool:
+        """Accept all of ``jobs`` (or of the jobs a ``Deferred`` will build) or none. Never
+        blocks. False when closed or when they do not fit in the queue."""
+        places = len(jobs.rules) if isinstance(jobs, Deferred) else len(jobs)
+        if not places:
             return True
+        items: Sequence[Job | Deferred] = [jobs] if isinstance(jobs, Deferred) else jobs
         with self._lock:
-            if self._closed or self._pending + len(jobs) > self.max_queue_size:
+            if self._closed or self._pending + places > self.max_queue_size:
                 return False
-            self._pending += len(jobs)
-            self._inbox.extend(jobs)
+            self._pending += places
+            self._inbox.extend(items)
             wake = not self._polling
             self._polling = True
         if wake:
@@ -121,10 +142,10 @@ class Engine:
                 # jobs back, so the caller exports the span unscored and counts the skip.
                 with self._lock:
                     self._polling = False
-                    for job in jobs:
+                    for item in items:
                         with contextlib.suppress(ValueError):
-                            self._inbox.remove(job)
-                    self._pending -= len(jobs)
+                            self._inbox.remove(item)
+                    self._pending -= places
                     self._idle.notify_all()
                 logger.debug("tracescore could not schedule scoring jobs", exc_info=True)
                 return False
@@ -153,10 +174,31 @@ class Engine:
                 self._on_drain()
             except Exception:
                 logger.warning("tracescore: a scoring hook failed", exc_info=True)
-        self._ready.extend(taken)
+        added = 0
+        for item in taken:
+            if isinstance(item, Deferred):
+                jobs = self._build(item)
+                self._ready.extend(jobs)
+                added += len(jobs)
+            else:
+                self._ready.append(item)
+                added += 1
         # A consumer runs jobs until none is ready, so each new job needs at most one more.
-        for _ in range(min(self.concurrency - len(self._consumers), len(taken))):
+        for _ in range(min(self.concurrency - len(self._consumers), added)):
             self._consumers.add(loop.create_task(self._consume()))
+
+    def _build(self, deferred: Deferred) -> list[Job]:
+        """The jobs of ``deferred``; places it reserved and did not use are given back."""
+        try:
+            jobs = list(deferred.build())[:len(deferred.rules)]
+        except Exception:
+            logger.warning("tracescore could not prepare a scoring request; the span is "
+                           "exported at its deadline and the application is unaffected",
+                           exc_info=True)
+            jobs = []
+        for _ in range(len(deferred.rules) - len(jobs)):
+            self._done()
+        return jobs
 
     async def _consume(self) -> None:
         task = asyncio.current_task()
@@ -229,7 +271,7 @@ class Engine:
             self.wait_idle(timeout)
         with self._lock:
             self._closed = True
-            dropped = Counter(job.rule.scorer_id for job in self._inbox)
+            dropped = Counter(i for item in self._inbox for i in _scorer_ids(item))
             self._inbox.clear()
         if on_loop:
             dropped += self._stop_jobs()

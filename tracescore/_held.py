@@ -41,7 +41,7 @@ class HeldSpans:
 
     Args:
         export: hands one finished span to the export processor (must not block).
-        stats: the counters to keep (``spans_held``, ``deadline_exports``).
+        stats: the counters to keep (``deadline_exports``; ``spans_held`` is ``len()``).
         max_held: spans held at once; None for no cap.
     """
 
@@ -81,7 +81,6 @@ class HeldSpans:
             else:
                 previous = None
             self._spans[key] = held
-            self._stats.spans_held = len(self._spans)
         if previous is not None:
             self._export_held(previous)
         return held
@@ -151,7 +150,6 @@ class HeldSpans:
         ctx = held.span.context
         assert ctx is not None
         self._spans.pop((ctx.trace_id, ctx.span_id), None)
-        self._stats.spans_held = len(self._spans)
         return True
 
     def _export_all(self, spans: Sequence[Held]) -> None:

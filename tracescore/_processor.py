@@ -12,6 +12,7 @@ dictionary look-ups, and for a picked span one frozen request and one hand-off.
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import threading
@@ -26,9 +27,9 @@ from opentelemetry.trace import StatusCode
 
 from . import _loop
 from . import _semconv as sc
-from ._engine import Engine, Job
+from ._engine import Deferred, Engine, Job
 from ._held import HeldSpans
-from ._readers import Reader, attributes_of, reader_for, scope_name
+from ._readers import Content, Reader, attributes_of, reader_for, scope_name
 from ._request import ScoringRequest
 from ._rules import CompiledRule, Selected, select
 from ._stats import Stats
@@ -127,6 +128,7 @@ class ScoringSpanProcessor(SpanProcessor):
     @property
     def stats(self) -> Stats:
         """The live counters (``Tracescore.stats()`` hands out copies)."""
+        self._stats.spans_held = len(self._held)
         if self._buffer is not None:
             self._stats.trace_buffer_evictions = sum(self._buffer.evictions.values())
         return self._stats
@@ -177,23 +179,41 @@ class ScoringSpanProcessor(SpanProcessor):
         selected = select(self._rules, trace_id=ctx.trace_id, kind=kind, name=span.name,
                           attributes=attrs, scope=scope, failed=failed, span=span)
         admitted = self._admit(selected) if selected else []
-        request = self._request(span, reader, kind, scope, attrs) if admitted else None
+        context: tuple[tuple[Any, ...], tuple[Any, ...]] = ((), ())
+        if admitted and buffer is not None:
+            # Taken now: the trace's local root may end (and the buffer forget the trace)
+            # before the loop builds the request.
+            context = (buffer.documents(ctx.trace_id),
+                       buffer.tool_calls_under(ctx.trace_id, ctx.span_id)
+                       if self._wants_tool_calls else ())
         if buffer is not None and (span.parent is None or span.parent.is_remote):
             buffer.end_trace(ctx.trace_id)  # the local root ended: nothing later needs it
-        if request is None:
+        if not admitted:
             return False
         held = self._held.hold(span, len(admitted), time.monotonic() + self._score_timeout)
         if held is None:
             self._count_skips(admitted, "held_spans_full")
             return False
-        jobs = [Job(request, s.rule, s.on_error, span) for s in admitted]
-        if self._engine.submit(jobs):
-            with self._lock:
-                self._stats.spans_scored += 1
+        # Only what is gone once end() returns is read on this thread (the decorators' full
+        # values); the request itself is built on the loop, off the application's thread.
+        content = reader.read(span, kind) if reader.volatile else None
+        build = functools.partial(self._jobs, span, reader, kind, scope, attrs, content,
+                                  context, admitted)
+        if self._engine.submit(Deferred([s.rule for s in admitted], build)):
             return True
         self._count_skips(admitted, "queue_full")
         # False: a flush or shutdown exported it meanwhile (the skip still happened).
         return not self._held.unhold(held)
+
+    def _jobs(self, span: ReadableSpan, reader: Reader, kind: str | None, scope: str,
+              attrs: Any, content: Content | None,
+              context: tuple[tuple[Any, ...], tuple[Any, ...]],
+              admitted: list[Selected]) -> list[Job]:
+        """On the loop thread: the span's request and one job per admitted rule."""
+        request = self._request(span, reader, kind, scope, attrs, content, context)
+        with self._lock:
+            self._stats.spans_scored += 1
+        return [Job(request, s.rule, s.on_error, span) for s in admitted]
 
     def _admit(self, selected: list[Selected]) -> list[Selected]:
         """Apply the held-span cap, each rule's rate limit and budget (they count at the
@@ -211,17 +231,13 @@ class ScoringSpanProcessor(SpanProcessor):
         return admitted
 
     def _request(self, span: ReadableSpan, reader: Reader, kind: str | None, scope: str,
-                 attrs: Any) -> ScoringRequest:
+                 attrs: Any, content: Content | None,
+                 context: tuple[tuple[Any, ...], tuple[Any, ...]]) -> ScoringRequest:
         ctx = span.context
         assert ctx is not None
-        content = reader.read(span, kind)
-        buffer = self._buffer
-        documents: tuple[str, ...] = ()
-        tool_calls: tuple[Any, ...] = ()
-        if buffer is not None:
-            documents = buffer.documents(ctx.trace_id)
-            if self._wants_tool_calls:
-                tool_calls = buffer.tool_calls_under(ctx.trace_id, ctx.span_id)
+        if content is None:
+            content = reader.read(span, kind)
+        documents, tool_calls = context
         status = span.status.status_code
         return ScoringRequest(
             input=content.input,

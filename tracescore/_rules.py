@@ -18,7 +18,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ._errors import ConfigurationError
 from ._limits import HourlyBudget, TokenBucket
@@ -86,6 +86,8 @@ class CompiledRule:
             return False
         if self.scope is not None and not self.scope.fullmatch(scope):
             return False
+        if not self.attributes:
+            return True
         return all(attributes.get(key) == expected for key, expected in self.attributes)
 
     def admit(self) -> str | None:
@@ -114,8 +116,7 @@ class CompiledRule:
         )
 
 
-@dataclass(frozen=True)
-class Selected:
+class Selected(NamedTuple):
     """A rule that picked a span, and whether it did so only because the span failed."""
 
     rule: CompiledRule

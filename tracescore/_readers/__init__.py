@@ -46,7 +46,7 @@ def register(reader: Reader, *, first: bool = True) -> None:
     """
     if not isinstance(reader, Reader):
         raise TypeError(f"{type(reader).__name__} is not a tracescore Reader (needs name, "
-                        "accepts, kind, observe, read)")
+                        "volatile, accepts, kind, observe, read)")
     if first:
         _readers.insert(0, reader)
     else:

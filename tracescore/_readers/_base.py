@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, NamedTuple, Protocol, runtime_checkable
 
 from .._trace_buffer import TraceBuffer
 
 
-@dataclass(frozen=True)
-class Content:
+class Content(NamedTuple):
     """What a reader found to score on one span.
 
     Attributes:
@@ -36,6 +34,11 @@ class Reader(Protocol):
     """
 
     name: str
+    # True when what ``read`` needs is gone once the span's ``end()`` returns (tracescore's
+    # own spans: the decorator's full values). The processor then reads the span on the
+    # thread that ends it; every other reader is read later, on the scoring loop, off the
+    # application's thread.
+    volatile: bool
 
     def accepts(self, span: Any) -> bool: ...
 

@@ -53,6 +53,7 @@ class GenAIReader:
     """Reads spans that carry ``gen_ai.operation.name``."""
 
     name = "genai"
+    volatile = False
 
     def accepts(self, span: Any) -> bool:
         return sc.GEN_AI_OPERATION_NAME in attributes_of(span)

@@ -18,6 +18,7 @@ class GenericReader:
     """Reads ``input.value``/``output.value`` from any span."""
 
     name = "generic"
+    volatile = False
 
     def accepts(self, span: Any) -> bool:
         return True

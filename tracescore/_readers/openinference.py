@@ -47,6 +47,7 @@ class OpenInferenceReader:
     but the tracescore reader, registered first, takes those)."""
 
     name = "openinference"
+    volatile = False
 
     def accepts(self, span: Any) -> bool:
         return sc.OPENINFERENCE_SPAN_KIND in attributes_of(span)

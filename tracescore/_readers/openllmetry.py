@@ -61,6 +61,7 @@ class OpenLLMetryReader:
     vector-database instrumentations."""
 
     name = "openllmetry"
+    volatile = False
 
     def accepts(self, span: Any) -> bool:
         attrs = attributes_of(span)

@@ -17,6 +17,7 @@ class TracescoreReader:
     """Reads spans of the ``tracescore`` instrumentation scope."""
 
     name = "tracescore"
+    volatile = True
 
     def accepts(self, span: Any) -> bool:
         # The attribute also marks spans made with tracescore's conventions by other tracers.
