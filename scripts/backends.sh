@@ -5,6 +5,7 @@
 #   * Prometheus 2.42 and promtool, Chromium        Debian packages (apt-get; needs root)
 #   * Jaeger v2 (OTLP receiver, query API, UI)      built from its Go module into $CACHE/bin
 #   * Arize Phoenix                                 a virtualenv of its own, $CACHE/venv-phoenix
+#   * the Jaeger UI (for the screenshot only)       built from a jaeger-ui checkout, if given
 #
 # Idempotent: a step whose result is already there (same version) is skipped, so a warm run takes
 # seconds. Everything lands under one directory reused between runs:
@@ -56,8 +57,35 @@ jaeger() {
     local dir
     dir="$(go mod download -json "${JAEGER_MODULE%/cmd/jaeger}@$JAEGER_VERSION" \
         | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')"
-    (cd "$dir" && GOFLAGS=-mod=readonly go build -trimpath -o "$CACHE/bin/jaeger" ./cmd/jaeger)
+    if ! (cd "$dir" && GOFLAGS=-mod=readonly go build -trimpath -o "$CACHE/bin/jaeger" \
+        ./cmd/jaeger) >"$CACHE/jaeger-build.log" 2>&1; then
+        tail -n 40 "$CACHE/jaeger-build.log"
+        return 1
+    fi
     echo "$JAEGER_VERSION" >"$stamp"
+}
+
+jaeger_ui() {
+    # Jaeger built from its module serves the query API but no UI: the UI's web assets are built
+    # from the jaeger-ui repository, which no package registry carries. With a checkout of it
+    # (JAEGER_UI_SRC, tag v1.73.0: the last that builds on Node 20), build it once into the
+    # cache; without one, only the Jaeger screenshot is skipped (the tests need no UI).
+    local ui="$CACHE/jaeger-ui"
+    if [[ -f "$ui/index.html" ]]; then
+        echo "jaeger ui already built"
+        return
+    fi
+    if [[ -z "${JAEGER_UI_SRC:-}" ]]; then
+        echo "jaeger ui: no JAEGER_UI_SRC checkout; the Jaeger screenshot will be skipped"
+        return
+    fi
+    (cd "$JAEGER_UI_SRC" \
+        && npm install --ignore-scripts --no-audit --no-fund --loglevel=error \
+        && npm run --workspace @jaegertracing/plexus prepublishOnly \
+        && cd packages/jaeger-ui && npm run build) >"$CACHE/jaeger-ui-build.log" 2>&1 \
+        || { tail -n 40 "$CACHE/jaeger-ui-build.log"; return 1; }
+    mkdir -p "$ui"
+    cp -r "$JAEGER_UI_SRC/packages/jaeger-ui/build/." "$ui/"
 }
 
 phoenix() {
@@ -76,6 +104,7 @@ phoenix() {
 total="$EPOCHREALTIME"
 step "debian packages" debian_packages
 step "jaeger $JAEGER_VERSION" jaeger
+step "jaeger ui" jaeger_ui
 step "phoenix venv" phoenix
 awk -v a="$total" -v b="$EPOCHREALTIME" 'BEGIN { printf "== backends: %-28s %6.1f s\n", "total", b - a }'
 echo "TRACESCORE_BACKENDS_DIR=$CACHE"

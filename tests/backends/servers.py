@@ -68,7 +68,7 @@ extensions:
       endpoint: 127.0.0.1:{query_port}
     grpc:
       endpoint: 127.0.0.1:{query_grpc_port}
-receivers:
+{ui}receivers:
   otlp:
     protocols:
       http:
@@ -211,17 +211,20 @@ def phoenix(workdir: Path, binary: str | None = None) -> Iterator[Backend]:
 
 
 @contextlib.contextmanager
-def jaeger(workdir: Path, binary: str | None = None) -> Iterator[Backend]:
+def jaeger(workdir: Path, binary: str | None = None,
+           ui_assets: Path | None = None) -> Iterator[Backend]:
     """Jaeger v2 with in-memory storage on free loopback ports.
 
-    ``urls``: ``base`` (UI and query API, ``/api/traces``), ``otlp`` (OTLP/HTTP base URL).
+    ``urls``: ``base`` (query API, ``/api/traces``, and the UI when ``ui_assets`` names a
+    directory of built Jaeger UI files), ``otlp`` (OTLP/HTTP base URL).
     """
     binary = binary or find_binary("jaeger")
     assert binary, "jaeger is not installed (scripts/backends.sh)"
     ports = {"query_port": free_port(), "query_grpc_port": free_port(), "otlp_port": free_port()}
     workdir.mkdir(parents=True, exist_ok=True)
     config = workdir / "jaeger.yaml"
-    config.write_text(JAEGER_CONFIG.format(**ports), encoding="utf-8")
+    ui = f"    ui:\n      assets_path: {ui_assets}\n" if ui_assets else ""
+    config.write_text(JAEGER_CONFIG.format(ui=ui, **ports), encoding="utf-8")
     base = f"http://127.0.0.1:{ports['query_port']}"
     urls = {"base": base, "otlp": f"http://127.0.0.1:{ports['otlp_port']}"}
     with _running("jaeger", [binary, "--config", f"file:{config}"], workdir, None, urls,

@@ -101,7 +101,10 @@ def test_jaeger_trace_shows_score_as_log_and_tags(jaeger_run: JaegerRun) -> None
         span = _agent_span(trace)
         tags = _tags(span["tags"])
         score, label = tags[SCORE_TAG], tags[LABEL_TAG]
-        assert isinstance(score, float) and 0.0 <= score <= 1.0
+        # A number to Jaeger (JSON writes 1.0 as 1), the label a string for its tag search.
+        types = {t["key"]: t["type"] for t in span["tags"]}
+        assert (types[SCORE_TAG], types[LABEL_TAG]) == ("float64", "string")
+        assert 0.0 <= score <= 1.0
         assert label == ("pass" if score >= 0.5 else "fail")  # the demo's --threshold 0.5
         labels[label] += 1
         (log,) = span["logs"]
