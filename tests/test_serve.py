@@ -136,7 +136,7 @@ def _get(port: int, path: str) -> tuple[int, bytes]:
         return exc.code, exc.read()
 
 
-# -- configuration --------------------------------------------------------------------------------
+# -- configuration ---------------------------------------------------------------------------------
 def test_config_errors_name_each_bad_field() -> None:
     with pytest.raises(ServeConfigError) as caught:
         parse("""
@@ -199,7 +199,7 @@ def test_cli_check_validates_the_file(tmp_path: Path) -> None:
     assert "downstream.endpoint: expected an http:// or https:// URL" in failed.stderr
 
 
-# -- forwarding -------------------------------------------------------------------------------------
+# -- forwarding ------------------------------------------------------------------------------------
 def test_spans_no_rule_wants_arrive_unchanged(serve: Any, receiver: FullReceiver) -> None:
     running = serve(GROUNDING)
     plain = _span("GET /orders", 0xABC, 0x1, attributes={"http.route": "/orders", "n": 3,
@@ -223,10 +223,18 @@ def test_scored_span_waits_for_a_late_retrieval_from_another_service(
         serve: Any, receiver: FullReceiver) -> None:
     """The agent span arrives first, its trace's retrieval span (another service) in a later
     request: the score uses that retrieval's documents."""
-    running = serve(GROUNDING)
+    now = [1000.0]
+    running = serve(GROUNDING, settle_clock=lambda: now[0])  # idle 0.5 s, 0.3 s after the root
+    settler = running.service.settler
     assert _send(running.grpc_port, [_agent(0x51, 0x1, 5)]) is None
+    now[0] += 0.2
+    assert settler.sweep() == 0  # the trace is not quiet yet
     assert running.service.snapshot()["deferred_spans"] == 1
     assert _send(running.grpc_port, [_retrieval(0x51, 0x2, 0x1, 5)]) is None
+    now[0] += 0.2
+    assert settler.sweep() == 0  # the retrieval's arrival restarted the window
+    now[0] += 0.2
+    assert settler.sweep() == 1
     assert receiver.received.wait_for(lambda s: len(s) == 2 and any(x.events for x in s), 30)
     scores = scores_by_trace(receiver.received.spans)
     assert scores == {f"{0x51:032x}": [expected_score(5)]}
@@ -279,7 +287,7 @@ def test_http_receiver_takes_gzip_protobuf(serve: Any, receiver: FullReceiver) -
     assert receiver.received.wait_for(lambda s: [x.name for x in s] == ["plain"])
 
 
-# -- backpressure, health, drain --------------------------------------------------------------------
+# -- backpressure, health, drain -------------------------------------------------------------------
 GATED = """  - factory: "test_serve_support:gated_scorer"
     on: agent
 """
@@ -355,14 +363,16 @@ def test_shutdown_drains_what_was_accepted(serve: Any, receiver: FullReceiver) -
     assert scores_by_trace(receiver.received.spans) == {f"{0xC1:032x}": [expected_score(3)]}
 
 
-# -- two services, scored as in process --------------------------------------------------------------
-def run_two_services(endpoint: str, n: int, seed: int, timeout: float = 600) -> None:
+# -- two services, scored as in process ------------------------------------------------------------
+def run_two_services(endpoint: str, n: int, seed: int, timeout: float = 600,
+                     pace: float = 0.0) -> None:
     """The agent service's traceparents piped into the retrieval service; each exports its own
-    part of every trace to ``endpoint``."""
-    env = {**os.environ, "PYTHONPATH": str(TESTS)}
+    part of every trace to ``endpoint`` (``pace``: seconds between traces), in batches every
+    100 ms as a busy service streams them."""
+    env = {**os.environ, "PYTHONPATH": str(TESTS), "OTEL_BSP_SCHEDULE_DELAY": "100"}
     script = str(TESTS / "test_serve_support.py")
-    agent = subprocess.Popen([sys.executable, script, "agent", endpoint, str(n), str(seed)],
-                             stdout=subprocess.PIPE, env=env)
+    agent = subprocess.Popen([sys.executable, script, "agent", endpoint, str(n), str(seed),
+                              str(pace)], stdout=subprocess.PIPE, env=env)
     retrieval = subprocess.Popen([sys.executable, script, "retrieval", endpoint],
                                  stdin=agent.stdout, env=env)
     assert agent.stdout is not None
@@ -390,7 +400,7 @@ def test_two_services_scored_as_in_process(serve: Any, receiver: FullReceiver) -
     assert len(set(ids)) == len(ids) == 2 * n
 
 
-# -- fleet-wide limits in Redis ---------------------------------------------------------------------
+# -- fleet-wide limits in Redis --------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     server = shutil.which("redis-server")
@@ -467,7 +477,7 @@ def test_unreachable_redis_falls_back_to_per_replica_limits() -> None:
     assert bucket.try_take()  # the local bucket's one-second burst
 
 
-# -- the export processor under a service's traffic ----------------------------------------------
+# -- the export processor under a service's traffic ------------------------------------------------
 def test_export_processor_sends_a_lone_span_after_an_idle_period() -> None:
     """A span that arrives when the export thread idles on an empty queue goes out after the
     schedule delay (the service forwards pass-through spans this way), not at the next flush."""

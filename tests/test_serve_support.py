@@ -4,7 +4,7 @@ full OTLP gRPC receiver (traces, logs, metrics) and the in-process reference sco
 
 Run as a script it is one of the two services:
 
-    python tests/test_serve_support.py agent OTLP_GRPC_ENDPOINT N SEED   # prints traceparents
+    python tests/test_serve_support.py agent OTLP_GRPC_ENDPOINT N SEED [PACE]  # traceparents
     python tests/test_serve_support.py retrieval OTLP_GRPC_ENDPOINT      # reads them on stdin
 
 The agent service makes the root ``invoke_agent answer`` span of each trace and prints its
@@ -24,8 +24,9 @@ from typing import Any
 
 from opentelemetry.sdk.trace.id_generator import IdGenerator
 
-WORDS = ("paris lyon river bridge museum tower garden station market castle harbour forest "
-         "valley mountain church library school bakery theatre square").split()
+WORDS = ["paris", "lyon", "river", "bridge", "museum", "tower", "garden", "station", "market",
+         "castle", "harbour", "forest", "valley", "mountain", "church", "library", "school",
+         "bakery", "theatre", "square"]
 _TOKEN = re.compile(r"[a-z0-9]+")
 
 
@@ -89,8 +90,9 @@ def expected_score(i: int) -> float:
 def reference_scores(n: int, seed: int, sample_rate: float) -> dict[str, float]:
     """Score the same traffic in process (retrieval and agent in one process): trace id (hex)
     -> grounding score."""
-    import tracescore
     from opentelemetry.sdk.trace import TracerProvider
+
+    import tracescore
     from tracescore.testing import InMemoryScoreExporter
 
     exporter = InMemoryScoreExporter()
@@ -124,10 +126,11 @@ def reference_scores(n: int, seed: int, sample_rate: float) -> dict[str, float]:
 
 
 def _configure_sender(endpoint: str, seed: int, service: str) -> Any:
-    import tracescore
     from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
     from opentelemetry.sdk.resources import Resource
     from opentelemetry.sdk.trace import TracerProvider
+
+    import tracescore
 
     provider = TracerProvider(id_generator=SeededIdGenerator(seed),
                               resource=Resource.create({"service.name": service}))
@@ -136,9 +139,10 @@ def _configure_sender(endpoint: str, seed: int, service: str) -> Any:
     return provider
 
 
-def run_agent(endpoint: str, n: int, seed: int) -> None:
-    import tracescore
+def run_agent(endpoint: str, n: int, seed: int, pace: float = 0.0) -> None:
     from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+
+    import tracescore
 
     provider = _configure_sender(endpoint, seed, "agent-service")
     propagator = TraceContextTextMapPropagator()
@@ -152,15 +156,18 @@ def run_agent(endpoint: str, n: int, seed: int) -> None:
 
     for i in range(n):
         answer(question_for(i), i)
+        if pace:
+            time.sleep(pace)  # a steady request rate, so a test can act mid-run
     assert tracescore.force_flush(120_000)
     tracescore.shutdown()
     provider.shutdown()
 
 
 def run_retrieval(endpoint: str) -> None:
-    import tracescore
     from opentelemetry import context as otel_context
     from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+
+    import tracescore
 
     provider = _configure_sender(endpoint, 987654321, "retrieval-service")
     propagator = TraceContextTextMapPropagator()
@@ -284,10 +291,28 @@ def gated_scorer(**options: Any) -> Any:
     return create_scorer(id="gated", generate_score=score, requires=("output",), **options)
 
 
+
+def slow_grounding_scorer(delay: float = 0.02, **options: Any) -> Any:
+    """``grounding_scorer`` whose every job takes ``delay`` seconds more, like a judge call:
+    traffic outruns scoring and the service must push back."""
+    import asyncio
+
+    from tracescore.scorers import create_scorer
+
+    async def score(run: Any) -> float:
+        await asyncio.sleep(delay)
+        words = _TOKEN.findall(run.output_text.lower())
+        context = set(_TOKEN.findall(" ".join(run.context or ()).lower()))
+        return round(sum(w in context for w in words) / len(words), 6) if words else 0.0
+
+    return create_scorer(id="grounding", generate_score=score,
+                         requires=("output", "context"), uses_context=True, **options)
+
 if __name__ == "__main__":  # pragma: no cover - a subprocess
     role = sys.argv[1]
     if role == "agent":
-        run_agent(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]))
+        run_agent(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]),
+                  float(sys.argv[5]) if len(sys.argv) > 5 else 0.0)
     elif role == "retrieval":
         run_retrieval(sys.argv[2])
     else:

@@ -11,8 +11,10 @@ queue and retries: gRPC ``RESOURCE_EXHAUSTED`` with a ``RetryInfo`` detail, HTTP
   headroom for held spans released later, so an accepted span never meets a full queue);
 - ``downstream``: the export spool holds failed batches (the downstream is failing: better the
   Collector's queue than this replica's disk and memory);
-- ``scoring_queue``: scoring jobs pending plus spans waiting for their trace reach
-  ``high_water`` of ``max_queue_size`` (a full engine would skip scores instead);
+- ``scoring_queue``: scoring jobs pending reach ``high_water`` of ``max_queue_size`` (a full
+  engine would skip scores instead). Spans waiting for their trace are not counted here: they
+  are bounded by bytes (``trace_buffer``) and enter the engine only as it has room, and
+  counting them would let deferred spans refuse the very spans their traces wait for;
 - ``held_spans``: held spans reach ``high_water`` of ``max_held_spans``;
 - ``trace_buffer``: spans waiting for their trace pass ``high_water`` of the settler's bytes;
 - ``logs_queue``: log requests waiting to be forwarded fill their queue.
@@ -103,8 +105,7 @@ class Admission:
             return "export_queue"
         if export.spool is not None and len(export.spool):
             return "downstream"
-        waiting = service.processor.pending_jobs() + service.settler.deferred_spans
-        if waiting >= self.high_water * self._max_queue:
+        if service.processor.pending_jobs() >= self.high_water * self._max_queue:
             return "scoring_queue"
         if self._max_held is not None and (
                 service.processor.held_spans() >= self.high_water * self._max_held):

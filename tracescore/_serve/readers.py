@@ -26,6 +26,9 @@ class ReceivedTracescoreReader(TracescoreReader):
     """tracescore's reader for spans that come without the decorator's hand-off."""
 
     name = "tracescore-received"
+    # A received span's values are its attributes: nothing is gone once on_end returns, so the
+    # processor may read it later, on the loop.
+    volatile = False
 
     def accepts(self, span: Any) -> bool:
         return super().accepts(span) and _handoff_record(span) is None

@@ -26,6 +26,7 @@ import socket
 import threading
 import time
 from collections import Counter
+from collections.abc import Callable
 from typing import Any
 
 from opentelemetry.sdk.trace import ReadableSpan
@@ -65,13 +66,15 @@ class ScoringService:
         config: the validated configuration.
         span_exporter_override: an exporter in place of the downstream OTLP one (tests).
         telemetry_enabled: send self-metrics and score log records downstream (default True).
+        settle_clock: the trace settler's monotonic clock (tests drive it).
 
     Raises:
         ServeConfigError: a rule's scorer cannot be built.
     """
 
     def __init__(self, config: ServeConfig, *, span_exporter_override: Any = None,
-                 telemetry_enabled: bool = True) -> None:
+                 telemetry_enabled: bool = True,
+                 settle_clock: Callable[[], float] = time.monotonic) -> None:
         self.config = config
         self._reader = readers.install()
         self.judge = build_judge(config)
@@ -96,7 +99,9 @@ class ScoringService:
         if telemetry_enabled:
             self._meter_provider, self._logger_provider = _providers(config, resource_attrs)
         trace = config.trace
-        self.buffer = ServiceTraceBuffer(max_traces=trace.max_traces, max_bytes=trace.max_bytes)
+        self.buffer = ServiceTraceBuffer(reads_tool_calls=self._wants_tool_calls,
+                                         clock=settle_clock, max_traces=trace.max_traces,
+                                         max_bytes=trace.max_bytes)
         holder: list[ScoringSpanProcessor] = []
         self.telemetry = Telemetry(
             meter_provider=self._meter_provider or _noop_meter_provider(),
@@ -117,7 +122,8 @@ class ScoringService:
             self.processor.on_end, self.buffer.finish, idle=trace.idle,
             settle_after_root=trace.settle_after_root, max_wait=trace.max_wait,
             max_bytes=trace.max_bytes, max_bytes_per_trace=trace.max_bytes_per_trace,
-            max_traces=trace.max_traces)
+            max_traces=trace.max_traces, capacity=self._scoring_room,
+            expect=self.buffer.expect, on_sweep=self.buffer.expire, clock=settle_clock)
         self.logs = LogForwarder(down.endpoint, down.protocol, dict(down.headers), down.timeout,
                                  down.compression, max_bytes=exp.queue_bytes // 4)
         self.admission = Admission(self, config)
@@ -139,6 +145,8 @@ class ScoringService:
         spans = spans_of(request)
         refusal = self.admission.reserve("traces", size, len(spans))
         if refusal is not None:
+            # They come back with the retry: their traces are not complete meanwhile.
+            self.settler.refused()
             return refusal
         try:
             passed = deferred = scored = 0
@@ -201,6 +209,11 @@ class ScoringService:
             return "deferred"
         self.processor.on_end(span)
         return "scored"
+
+    def _scoring_room(self) -> int:
+        """Spans the engine can take now (each may need one job per rule)."""
+        per_span = max(1, len(self.rules))
+        return (self.config.scoring.max_queue_size - self.processor.pending_jobs()) // per_span
 
     # -- state ---------------------------------------------------------------------------------
     def ready(self) -> bool:

@@ -14,6 +14,11 @@ A trace is complete when:
 - no span of it arrived for ``idle`` seconds (the root is elsewhere, or never comes),
 - and in any case once a deferred span has waited ``max_wait`` seconds.
 
+A request refused for backpressure counts as an arrival for every trace (``refused``): the
+sender retries it, and what it queued behind it comes later too, so no trace is quiet while
+the service pushes back. A complete trace's spans enter scoring only as fast as the engine's
+queue has room (``capacity``).
+
 Bounded: deferred spans by bytes in total (``max_bytes``) and per trace
 (``max_bytes_per_trace``); traces tracked by count (``max_traces``). A span that does not fit is
 not dropped: it is scored at once with what its trace has so far, and counted
@@ -29,7 +34,8 @@ import logging
 import threading
 import time
 from collections import Counter, OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from opentelemetry.sdk.trace import ReadableSpan
 
@@ -44,14 +50,79 @@ _TICK = 0.05
 
 class ServiceTraceBuffer(TraceBuffer):
     """A ``TraceBuffer`` whose traces end when the settler says so, not when a span without a
-    local parent ends (in the service, every span of another service has a remote parent)."""
+    local parent ends (in the service, every span of another service has a remote parent).
+
+    A complete trace may still have requests to build: the scoring processor builds a
+    released span's request later, on the loop. So ``finish`` forgets the trace only once the
+    requests released with it have read its contents (``expect`` counts them; each read of
+    the last kind the processor makes counts one down), or after ``grace`` seconds when a
+    request never reads (its rule was rate limited, the engine was full).
+
+    Args:
+        reads_tool_calls: the processor also reads tool calls (they are its last read).
+        grace: seconds a finished trace waits for its reads at most.
+        clock: monotonic seconds.
+        **bounds: the ``TraceBuffer`` bounds.
+    """
+
+    def __init__(self, *, reads_tool_calls: bool = False, grace: float = 60.0,
+                 clock: Callable[[], float] = time.monotonic, **bounds: Any) -> None:
+        super().__init__(**bounds)
+        self._reads_tool_calls = reads_tool_calls
+        self._grace = grace
+        self._clock = clock
+        self._expected: dict[int, int] = {}
+        self._finished: dict[int, float] = {}
+        self._guard = threading.Lock()
 
     def end_trace(self, trace_id: int) -> None:
         """Ignored: ``finish`` ends a trace once it is complete."""
 
+    def expect(self, trace_id: int, reads: int) -> None:
+        """``reads`` requests of this trace are about to be built."""
+        with self._guard:
+            self._expected[trace_id] = self._expected.get(trace_id, 0) + reads
+
     def finish(self, trace_id: int) -> None:
-        """Forget a complete trace's documents and tool calls."""
+        """The trace is complete: forget it once its expected reads happened."""
+        with self._guard:
+            if self._expected.get(trace_id, 0) > 0:
+                self._finished[trace_id] = self._clock() + self._grace
+                return
         super().end_trace(trace_id)
+
+    def expire(self) -> None:
+        """Forget finished traces whose reads never came within the grace period."""
+        now = self._clock()
+        with self._guard:
+            late = [t for t, until in self._finished.items() if until <= now]
+            for trace_id in late:
+                del self._finished[trace_id]
+                self._expected.pop(trace_id, None)
+        for trace_id in late:
+            super().end_trace(trace_id)
+
+    def _read(self, trace_id: int) -> None:
+        with self._guard:
+            left = self._expected.get(trace_id, 0) - 1
+            if left > 0:
+                self._expected[trace_id] = left
+                return
+            self._expected.pop(trace_id, None)
+            done = self._finished.pop(trace_id, None) is not None
+        if done:
+            super().end_trace(trace_id)
+
+    def documents(self, trace_id: int) -> tuple[str, ...]:
+        found = super().documents(trace_id)
+        if not self._reads_tool_calls:
+            self._read(trace_id)
+        return found
+
+    def tool_calls_under(self, trace_id: int, span_id: int) -> tuple[Mapping[str, Any], ...]:
+        found = super().tool_calls_under(trace_id, span_id)
+        self._read(trace_id)
+        return found
 
 
 class _Trace:
@@ -78,14 +149,26 @@ class TraceSettler:
         max_bytes: bytes of deferred spans in total.
         max_bytes_per_trace: bytes of deferred spans per trace.
         max_traces: traces tracked at once.
+        expect: told (trace id, spans) before a trace's deferred spans are released, so the
+            buffer keeps the trace until their requests have read it.
+        on_sweep: called at each sweep (the buffer's ``expire``).
+        capacity: how many deferred spans the scoring engine can take now; a complete trace
+            whose spans do not fit waits for the next sweep (else a burst of completions would
+            overflow the engine's queue and go unscored). None: no limit.
         clock: monotonic seconds (tests may drive it).
     """
 
     def __init__(self, release: Callable[[ReadableSpan], None], finish: Callable[[int], None],
                  *, idle: float, settle_after_root: float, max_wait: float, max_bytes: int,
                  max_bytes_per_trace: int, max_traces: int,
+                 capacity: Callable[[], int] | None = None,
+                 expect: Callable[[int, int], None] | None = None,
+                 on_sweep: Callable[[], None] | None = None,
                  clock: Callable[[], float] = time.monotonic) -> None:
         self._release = release
+        self._on_sweep = on_sweep
+        self._capacity = capacity
+        self._expect = expect
         self._finish = finish
         self.idle = idle
         self.settle = min(settle_after_root, idle)
@@ -99,6 +182,7 @@ class TraceSettler:
         self._waits: list[tuple[float, int]] = []  # (first deferred + max_wait, trace id)
         self._bytes = 0
         self._deferred = 0
+        self._refused_at = -float("inf")
         self.overflow: Counter[str] = Counter()
         self.released = 0
         self._closed = False
@@ -144,6 +228,13 @@ class TraceSettler:
         if evicted is not None:
             self._complete(evicted_id, evicted)
 
+    def refused(self) -> None:
+        """A request was refused (backpressure): its spans, and those queued behind it in the
+        sender, come again later, so no trace counts as quiet until the refusals stop for a
+        settle window (``max_wait`` still bounds every wait)."""
+        with self._cond:
+            self._refused_at = self._clock()
+
     def defer(self, span: ReadableSpan, size: int) -> bool:
         """Keep ``span`` until its trace is complete. False when a bound leaves no room (the
         caller scores it at once; the overflow is counted here)."""
@@ -178,6 +269,8 @@ class TraceSettler:
         self._deferred -= len(trace.deferred)
 
     def _complete(self, trace_id: int, trace: _Trace) -> None:
+        if trace.deferred and self._expect is not None:
+            self._expect(trace_id, len(trace.deferred))
         for span in trace.deferred:
             try:
                 self._release(span)
@@ -194,12 +287,14 @@ class TraceSettler:
         """Pop the complete traces (holding the lock)."""
         done: list[tuple[int, _Trace]] = []
         quiet_before = now - self.settle
-        for trace_id, trace in self._traces.items():
-            if trace.last_seen > quiet_before:
-                break  # ordered by last arrival: the rest are busier still
-            window = self.settle if trace.root_seen else self.idle
-            if now - trace.last_seen >= window:
-                done.append((trace_id, trace))
+        refused_at = self._refused_at
+        if refused_at <= quiet_before:
+            for trace_id, trace in self._traces.items():
+                if trace.last_seen > quiet_before:
+                    break  # ordered by last arrival: the rest are busier still
+                window = self.settle if trace.root_seen else self.idle
+                if now - max(trace.last_seen, refused_at) >= window:
+                    done.append((trace_id, trace))
         while self._waits and self._waits[0][0] <= now:
             _, trace_id = heapq.heappop(self._waits)
             trace = self._traces.get(trace_id)
@@ -207,9 +302,14 @@ class TraceSettler:
                 done.append((trace_id, trace))
         seen: set[int] = set()
         unique = []
+        room = self._capacity() if self._capacity is not None and not self._closed else None
         for trace_id, trace in done:
             if trace_id in seen or self._traces.get(trace_id) is not trace:
                 continue
+            if room is not None:
+                if trace.deferred and len(trace.deferred) > room and (unique or room <= 0):
+                    continue  # complete, but the engine is full: the next sweep
+                room -= len(trace.deferred)
             seen.add(trace_id)
             del self._traces[trace_id]
             self._forget(trace)
@@ -218,6 +318,8 @@ class TraceSettler:
 
     def sweep(self) -> int:
         """Complete every trace that is due; returns how many (tests call it directly)."""
+        if self._on_sweep is not None:
+            self._on_sweep()
         with self._cond:
             done = self._due(self._clock())
         for trace_id, trace in done:
