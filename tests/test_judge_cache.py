@@ -21,6 +21,14 @@ from tracescore.testing import ScriptedJudge as JudgeServer
 from tracescore.testing import make_judge
 
 
+@pytest.fixture(autouse=True, params=["direct", "litellm"])
+def transport(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Every judge built in these tests takes each transport in turn: both pass the same
+    suite (``TRACESCORE_JUDGE_TRANSPORT`` is what a ``Judge`` reads when not told)."""
+    monkeypatch.setenv("TRACESCORE_JUDGE_TRANSPORT", request.param)
+    return str(request.param)
+
+
 class Statements(BaseModel):
     statements: list[str]
 

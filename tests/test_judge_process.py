@@ -14,6 +14,13 @@ from tracescore.scorers import create_answer_relevancy_scorer
 from tracescore.testing import ScriptedJudge as JudgeServer
 
 
+@pytest.fixture(autouse=True, params=["direct", "litellm"])
+def transport(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Every judge built in these tests takes each transport in turn: both pass the same
+    suite (``TRACESCORE_JUDGE_TRANSPORT`` is what a ``Judge`` reads when not told)."""
+    monkeypatch.setenv("TRACESCORE_JUDGE_TRANSPORT", request.param)
+    return str(request.param)
+
 @pytest.fixture(autouse=True)
 def _cleanup() -> Any:
     yield

@@ -26,6 +26,7 @@ logger = logging.getLogger("tracescore")
 TRACESCORE_DISABLED = "TRACESCORE_DISABLED"
 TRACESCORE_JUDGE_MODEL = "TRACESCORE_JUDGE_MODEL"
 TRACESCORE_JUDGE_OUT_OF_PROCESS = "TRACESCORE_JUDGE_OUT_OF_PROCESS"
+TRACESCORE_JUDGE_TRANSPORT = "TRACESCORE_JUDGE_TRANSPORT"
 TRACESCORE_EXPORT_FILE = "TRACESCORE_EXPORT_FILE"
 TRACESCORE_EXPORT_FILE_MAX_BYTES = "TRACESCORE_EXPORT_FILE_MAX_BYTES"
 TRACESCORE_EXPORT_FILE_BACKUP_COUNT = "TRACESCORE_EXPORT_FILE_BACKUP_COUNT"
@@ -80,6 +81,10 @@ CREDENTIAL_VARIABLES = (
 
 DEFAULT_DISABLED = False
 DEFAULT_JUDGE_OUT_OF_PROCESS = False
+# How a judge reaches its model: "auto" picks the direct HTTP client for OpenAI-protocol
+# providers and litellm for the rest (tracescore._judge.transport).
+JUDGE_TRANSPORTS = ("auto", "direct", "litellm")
+DEFAULT_JUDGE_TRANSPORT = "auto"
 DEFAULT_CAPTURE_CONTENT = True
 DEFAULT_EXPORT_FILE = "tracescore-traces.jsonl"
 # The file default rotates at this size and keeps this many older files (file.1 ... file.N):
@@ -249,6 +254,11 @@ def judge_model() -> str | None:
 def judge_out_of_process() -> bool:
     """``TRACESCORE_JUDGE_OUT_OF_PROCESS``: run judges in a child process. Default False."""
     return read_bool(TRACESCORE_JUDGE_OUT_OF_PROCESS, DEFAULT_JUDGE_OUT_OF_PROCESS)
+
+
+def judge_transport() -> str:
+    """``TRACESCORE_JUDGE_TRANSPORT``: ``auto``, ``direct`` or ``litellm``. Default ``auto``."""
+    return read_enum(TRACESCORE_JUDGE_TRANSPORT, JUDGE_TRANSPORTS, DEFAULT_JUDGE_TRANSPORT)
 
 
 def capture_content() -> bool:

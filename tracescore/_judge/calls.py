@@ -26,10 +26,9 @@ from tracescore._redact import redact_text
 
 from . import metrics, output
 from .failures import ResponseFormatRejected, is_retryable, map_error
-from .loading import load_litellm_async
 from .reply import JudgeReply, SchemaT
 from .scrub import Scrubber
-from .transport import start_call
+from .transport import Route, prepare, start_call
 
 if TYPE_CHECKING:
     from pydantic import BaseModel
@@ -53,6 +52,7 @@ class Caller:
         max_retries: retries after the first attempt for 429/5xx/connection errors.
         retry_backoff: base of the exponential backoff, in seconds.
         out_of_process: make the calls in the judge child process; may be changed later.
+        transport: ``auto``, ``direct`` or ``litellm`` (``transport.Route``).
         max_reply_length: characters of an answer that are parsed; a longer one is invalid
             output (repair retry, then ``InvalidJudgeOutputError``). Default
             ``TRACESCORE_JUDGE_MAX_REPLY_LENGTH``, else 65536.
@@ -68,6 +68,7 @@ class Caller:
         retry_backoff: float,
         out_of_process: bool,
         max_reply_length: int | None = None,
+        transport: str = "auto",
     ) -> None:
         self.model = model
         self.max_reply_length = (
@@ -80,6 +81,7 @@ class Caller:
         self._kwargs = dict(kwargs)
         self.scrub = Scrubber(self._kwargs)
         self._modes = output.ModeFallback()
+        self.route = Route(model, self._kwargs, transport)
 
     async def complete(
         self,
@@ -143,7 +145,6 @@ class Caller:
         schema_text: str,
         name: str,
     ) -> Any:
-        await load_litellm_async()  # before response_format(), which needs litellm
         mode = self._modes.current
         while True:
             try:
@@ -168,7 +169,7 @@ class Caller:
     ) -> Any:
         import tenacity
 
-        await load_litellm_async()
+        await prepare(self.route, self.out_of_process)
         kwargs: dict[str, Any] = {"temperature": 0, **self._kwargs}
         kwargs.update(
             model=self.model,
@@ -192,16 +193,18 @@ class Caller:
         try:
             async for attempt in retrying:
                 with attempt:
-                    call = await start_call(kwargs, self.out_of_process)
+                    call = await start_call(kwargs, self.out_of_process, self.route)
                     started = time.perf_counter()
                     try:
                         response = await asyncio.wait_for(
                             call, timeout=self.timeout + _TIMEOUT_GRACE
                         )
                     except Exception as exc:
-                        metrics.record_call(self.model, time.perf_counter() - started, None, exc)
+                        metrics.record_call(self.model, time.perf_counter() - started, None, exc,
+                                            self.route.name)
                         raise
-                    metrics.record_call(self.model, time.perf_counter() - started, response, None)
+                    metrics.record_call(self.model, time.perf_counter() - started, response, None,
+                                        self.route.name)
                     return response
         except Exception as exc:  # noqa: BLE001 - every failure is mapped to a JudgeError
             raise map_error(

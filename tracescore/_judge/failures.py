@@ -10,6 +10,7 @@ in the child process comes back as a ``RemoteJudgeError`` classified there alrea
 from __future__ import annotations
 
 import asyncio
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -63,13 +64,18 @@ def status_code(exc: BaseException) -> int | None:
 def classify(exc: BaseException) -> str:
     """The kind of a failed call: ``timeout``, ``rate_limited``, ``unavailable`` or ``error``.
 
-    Needs litellm (imported by then: a call failed).
+    Imports litellm only for a failure that may be litellm's: a direct or child-process
+    call's failure comes classified, so an application without litellm never imports it here.
     """
+    if isinstance(exc, RemoteJudgeError):  # classified by the direct transport or the child
+        return exc.kind
+    if isinstance(exc, (asyncio.TimeoutError, TimeoutError)):
+        return "timeout"
+    if "litellm" not in sys.modules:  # then no litellm exception exists to test against
+        return _kind_of_status(status_code(exc))
     from litellm import exceptions as errors
 
-    if isinstance(exc, RemoteJudgeError):  # classified in the judge process already
-        return exc.kind
-    if isinstance(exc, (errors.Timeout, asyncio.TimeoutError, TimeoutError)):
+    if isinstance(exc, errors.Timeout):
         return "timeout"
     status = status_code(exc)
     if isinstance(exc, (errors.AuthenticationError, errors.PermissionDeniedError)) or status in (
@@ -90,6 +96,14 @@ def classify(exc: BaseException) -> str:
     ) or (status is not None and status >= 500):
         return "unavailable"
     return "error"
+
+
+def _kind_of_status(status: int | None) -> str:
+    if status in (401, 403):
+        return "error"
+    if status == 429:
+        return "rate_limited"
+    return "unavailable" if status is not None and status >= 500 else "error"
 
 
 def is_retryable(exc: BaseException) -> bool:

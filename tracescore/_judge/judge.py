@@ -62,6 +62,12 @@ class Judge:
             tracescore._judge.process``, one per application process, started on first use)
             so their CPU work does not compete with the application's threads for the GIL.
             Default ``TRACESCORE_JUDGE_OUT_OF_PROCESS`` (``true``/``false``), else False.
+        transport: how calls reach the model: ``"direct"`` (tracescore's own HTTP client for
+            the OpenAI chat-completions protocol: no litellm import, ~0.1x its CPU per call),
+            ``"litellm"``, or ``"auto"``: direct for ``openai/...``, ``hosted_vllm/...``,
+            ``lm_studio/...`` and ``llamafile/...`` models whose arguments it understands,
+            litellm for the rest (``tracescore._judge.transport``; Azure is direct only when
+            asked for). Default ``TRACESCORE_JUDGE_TRANSPORT``, else ``"auto"``.
         **litellm_kwargs: passed to ``litellm.acompletion`` as they are (``api_base``,
             ``api_key``, ``extra_headers``, ``temperature`` to override 0, ...). Values of secret
             arguments (keys, tokens, headers) never appear in reprs or in tracescore's error
@@ -87,6 +93,7 @@ class Judge:
         retry_backoff: float = DEFAULT_RETRY_BACKOFF,
         cache_size: int = DEFAULT_CACHE_SIZE,
         out_of_process: bool | None = None,
+        transport: str | None = None,
         **litellm_kwargs: Any,
     ) -> None:
         if not isinstance(model, str) or not model.strip():
@@ -130,6 +137,7 @@ class Judge:
             max_retries=max_retries,
             retry_backoff=float(retry_backoff),
             out_of_process=out_of_process,
+            transport=_env.judge_transport() if transport is None else transport,
         )
         self._cache = RequestCache(self.model, self._kwargs, cache_size) if cache_size else None
 
@@ -141,6 +149,11 @@ class Judge:
     @out_of_process.setter
     def out_of_process(self, value: bool) -> None:
         self._caller.out_of_process = value
+
+    @property
+    def transport(self) -> str:
+        """The transport this judge's calls take: ``"direct"`` or ``"litellm"``."""
+        return self._caller.route.name
 
     @property
     def timeout(self) -> float:

@@ -9,12 +9,18 @@ dropped.
 from __future__ import annotations
 
 import functools
+import sys
 from typing import Any
 
 from tracescore import _state
 
+from . import prices
+from .direct import ChatResponse
 from .failures import ERROR_TYPES, classify
 from .loading import load_litellm
+
+# The metric attribute that says which transport made a judge call (``direct``/``litellm``).
+TRANSPORT_ATTRIBUTE = "tracescore.judge.transport"
 
 # litellm's provider prefixes -> the GenAI conventions' gen_ai.provider.name values (the
 # prefix itself where the conventions name it the same way or not at all).
@@ -35,7 +41,13 @@ _UNPRICED: set[str] = set()
 
 
 def cost(response: Any) -> float | None:
-    """USD cost of a chat completion, or ``None`` when litellm has no price for its model."""
+    """USD cost of a chat completion, or ``None`` when litellm has no price for its model.
+
+    A ``ChatResponse`` (direct transport, child process) comes priced already, from litellm's
+    price table read without litellm (``prices``); only a litellm response asks litellm.
+    """
+    if isinstance(response, ChatResponse):
+        return response.cost
     # litellm has usually priced the response already; computing it again costs ~0.5 ms, and
     # raising for an unpriced model ~1.3 ms, on every call.
     hidden = getattr(response, "_hidden_params", None)
@@ -56,7 +68,8 @@ def cost(response: Any) -> float | None:
         return None
 
 
-def record_call(model: str, duration: float, response: Any, error: BaseException | None) -> None:
+def record_call(model: str, duration: float, response: Any, error: BaseException | None,
+                transport: str = "litellm") -> None:
     """Record one call with the GenAI client metrics of the configured instance, if any.
 
     Args:
@@ -64,6 +77,7 @@ def record_call(model: str, duration: float, response: Any, error: BaseException
         duration: seconds the call took.
         response: the chat completion (ignored when ``error`` is set).
         error: what the call raised, or ``None``.
+        transport: ``direct`` or ``litellm``, recorded as ``tracescore.judge.transport``.
     """
     telemetry = _state.telemetry
     if telemetry is None:
@@ -73,6 +87,7 @@ def record_call(model: str, duration: float, response: Any, error: BaseException
             "gen_ai.operation.name": "chat",
             "gen_ai.provider.name": provider_name(model),
             "gen_ai.request.model": model,
+            TRANSPORT_ATTRIBUTE: transport,
         }
         input_tokens = output_tokens = 0
         if error is not None:
@@ -100,8 +115,14 @@ def provider_name(model: str) -> str:
     """
     prefix = model.split("/", 1)[0] if "/" in model else ""
     if not prefix:
+        # litellm's own table names the provider of a bare model name; litellm itself is
+        # asked only where it is imported already (an out-of-process parent never imports it).
+        price = prices.lookup(model)
+        prefix = price.provider if price is not None and price.provider else ""
+    if not prefix and "litellm" in sys.modules:
         try:
             prefix = str(load_litellm().get_llm_provider(model)[1])
         except Exception:
-            prefix = "unknown"
+            prefix = ""
+    prefix = prefix or "unknown"
     return _PROVIDER_NAMES.get(prefix, prefix)

@@ -111,15 +111,15 @@ def schema_json(schema: type[BaseModel], sort_keys: bool) -> str:
 
 @functools.lru_cache(maxsize=256)
 def _strict_response_format(schema: type[BaseModel], name: str) -> dict[str, Any]:
-    from litellm.llms.base_llm.base_utils import type_to_response_format_param
+    from .strict_schema import response_format as strict_format
 
-    # litellm makes the pydantic schema acceptable to strict structured outputs
-    # (additionalProperties: false, every property required); only the name is ours.
-    result = type_to_response_format_param(schema)
-    if result is None:  # pragma: no cover - only for a None schema
-        raise ConfigurationError("judge schema must be a pydantic model class")
-    result["json_schema"]["name"] = name
-    return result
+    # Our own conversion (the same output as litellm's), so that building a request never
+    # imports litellm: not for the direct transport, not in a parent whose judge runs out of
+    # process.
+    try:
+        return strict_format(schema, name)
+    except TypeError as exc:
+        raise ConfigurationError(str(exc)) from None
 
 
 def system_prompt(system: str, mode: ResponseMode, name: str, schema_text: str) -> str:

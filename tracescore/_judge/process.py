@@ -3,10 +3,12 @@
 Opt-in with ``Judge(..., out_of_process=True)``. The child is a plain ``python -m
 tracescore._judge.process`` (not ``multiprocessing``, whose spawn mode would re-import the
 application's main module) talking over two inherited pipes with pickled messages:
-``(request id, litellm kwargs)`` in, ``(request id, reply)`` out. The child runs every call on
-one asyncio loop with litellm, and answers with a small picklable copy of the response, or with
-the failure already classified (``failures.classify``), so the parent maps errors exactly as it
-does for in-process calls. The child exits when the parent closes its end (or dies).
+``(request id, kwargs, transport)`` in, ``(request id, reply)`` out. The child runs every call
+on one asyncio loop, with the judge's transport (``direct`` or ``litellm``; it imports litellm
+only when a litellm judge first asks, in answer to a ``load`` request, so start-up is not timed
+as a call), and answers with a ``ChatResponse``, or with the failure already classified
+(``failures.classify``), so the parent maps errors exactly as it does for in-process calls and
+never imports litellm itself. The child exits when the parent closes its end (or dies).
 
 Nothing in the package imports this module at import time (``transport`` imports it on the
 first out-of-process call): ``python -m`` would otherwise find it imported already.
@@ -22,10 +24,10 @@ import os
 import subprocess
 import sys
 import threading
-from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
 from typing import Any
 
+from .direct import ChatChoice, ChatMessage, ChatResponse, ChatUsage, DirectClient
 from .failures import RemoteJudgeError, classify, describe, rejects_response_format, status_code
 from .loading import load_litellm
 from .output import content_of
@@ -33,33 +35,12 @@ from .output import content_of
 logger = logging.getLogger("tracescore")
 
 
-@dataclass
-class _Message:
-    content: str | None
+# The reply's shape, kept under its old name: both transports answer with it.
+RemoteResponse = ChatResponse
 
 
-@dataclass
-class _Choice:
-    message: _Message
-
-
-@dataclass
-class _Usage:
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-
-
-@dataclass
-class RemoteResponse:
-    """The parts of a litellm response the judge reads, as they came back from the child."""
-
-    choices: list[_Choice]
-    usage: _Usage
-    model: str = ""
-    _hidden_params: dict[str, Any] = field(default_factory=dict)
-
-
-_READY = -1  # the request id of the child's first message: litellm is imported
+_READY = -1  # the request id of the child's first message: it reads requests
+LOAD_LITELLM = "load"  # a request's transport that asks the child to import litellm
 
 # Seconds a judge call waits for the child to start (a fresh interpreter importing litellm:
 # several seconds, more on a loaded machine) before it counts as unavailable. Not part of the
@@ -88,6 +69,7 @@ class JudgeProcess:
         self._waiting: dict[int, tuple[asyncio.AbstractEventLoop, asyncio.Future[Any]]] = {}
         self._lock = threading.Lock()
         self.ready = threading.Event()
+        self.litellm_ready = threading.Event()
         self._reader = threading.Thread(target=self._read, name="tracescore-judge-reader",
                                         daemon=True)
         self._reader.start()
@@ -96,25 +78,35 @@ class JudgeProcess:
         """Whether the child runs and its replies are being read."""
         return self._proc.poll() is None and self._reader.is_alive()
 
-    async def wait_ready(self, timeout: float = STARTUP_TIMEOUT) -> None:
-        """Wait until the child has imported litellm.
+    async def wait_ready(self, timeout: float = STARTUP_TIMEOUT, litellm: bool = False) -> None:
+        """Wait until the child reads requests and, with ``litellm``, has imported litellm.
 
         Raises:
             RemoteJudgeError: (``unavailable``) the child exited or did not get ready within
                 ``timeout`` seconds.
         """
-        deadline = asyncio.get_running_loop().time() + timeout
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
         while not self.ready.is_set():
             if not self.alive():
                 raise RemoteJudgeError("the judge process exited while starting", "unavailable",
                                        False, None)
-            if asyncio.get_running_loop().time() >= deadline:
+            if loop.time() >= deadline:
                 raise RemoteJudgeError(f"the judge process did not start within {timeout:g} s",
                                        "unavailable", False, None)
             await asyncio.sleep(0.02)
+        if litellm and not self.litellm_ready.is_set():
+            try:
+                await asyncio.wait_for(self.acompletion({}, LOAD_LITELLM),
+                                       max(0.1, deadline - loop.time()))
+            except asyncio.TimeoutError:
+                raise RemoteJudgeError(f"the judge process did not import litellm within "
+                                       f"{timeout:g} s", "unavailable", False, None) from None
+            self.litellm_ready.set()
 
-    async def acompletion(self, kwargs: dict[str, Any]) -> Any:
-        """Send one litellm call to the child and wait for its reply."""
+    async def acompletion(self, kwargs: dict[str, Any], transport: str = "litellm") -> Any:
+        """Send one call (``transport``: ``litellm`` or ``direct``) to the child and wait for
+        its reply."""
         loop = asyncio.get_running_loop()
         future: asyncio.Future[Any] = loop.create_future()
         request_id = next(self._ids)
@@ -122,7 +114,7 @@ class JudgeProcess:
             self._waiting[request_id] = (loop, future)
         try:
             with self._send_lock:
-                self._send_conn.send((request_id, kwargs))
+                self._send_conn.send((request_id, kwargs, transport))
             reply = await future
         finally:
             with self._lock:
@@ -201,35 +193,46 @@ def close_shared_process() -> None:
 
 
 # -- the child ------------------------------------------------------------------------------
-def _to_remote(response: Any) -> RemoteResponse:
+def _to_remote(response: Any) -> ChatResponse:
     usage = getattr(response, "usage", None)
     hidden = getattr(response, "_hidden_params", None)
     cost = hidden.get("response_cost") if isinstance(hidden, dict) else None
-    return RemoteResponse(
-        choices=[_Choice(_Message(content_of(response)))],
-        usage=_Usage(int(getattr(usage, "prompt_tokens", 0) or 0),
-                     int(getattr(usage, "completion_tokens", 0) or 0)),
+    if not isinstance(cost, (int, float)):
+        # litellm did not price it: the same answer as in process (metrics.cost), here where
+        # litellm is imported, so that the parent never needs it.
+        from .metrics import cost as litellm_cost
+
+        cost = litellm_cost(response)
+    return ChatResponse(
+        choices=[ChatChoice(ChatMessage(content_of(response)))],
+        usage=ChatUsage(int(getattr(usage, "prompt_tokens", 0) or 0),
+                        int(getattr(usage, "completion_tokens", 0) or 0)),
         model=str(getattr(response, "model", "") or ""),
-        _hidden_params={"response_cost": cost} if isinstance(cost, (int, float)) else {},
+        cost=float(cost) if isinstance(cost, (int, float)) else None,
     )
 
 
 async def _serve(recv: Connection, send: Connection) -> None:
-    litellm = load_litellm()
     loop = asyncio.get_running_loop()
     send_lock = threading.Lock()
-    send.send((_READY, None))  # litellm is imported: calls are timed from here on
+    send.send((_READY, None))  # reading requests from here on
 
     def reply(request_id: int, value: Any) -> None:
         with send_lock:
             send.send((request_id, value))
 
-    async def handle(request_id: int, kwargs: dict[str, Any]) -> None:
+    async def handle(request_id: int, kwargs: dict[str, Any], transport: str) -> None:
         try:
-            response = await litellm.acompletion(**kwargs)
-            value: Any = _to_remote(response)
+            if transport == LOAD_LITELLM:
+                await asyncio.to_thread(load_litellm)
+                value: Any = True
+            elif transport == "direct":
+                value = await DirectClient(kwargs["model"], kwargs).acompletion(kwargs)
+            else:
+                litellm = load_litellm()  # imported already: the parent asked for it first
+                value = _to_remote(await litellm.acompletion(**kwargs))
         except Exception as exc:  # noqa: BLE001 - classified and sent back
-            value = RemoteJudgeError(
+            value = exc if isinstance(exc, RemoteJudgeError) else RemoteJudgeError(
                 describe(exc), classify(exc), rejects_response_format(exc), status_code(exc)
             )
         await loop.run_in_executor(None, reply, request_id, value)
@@ -237,12 +240,16 @@ async def _serve(recv: Connection, send: Connection) -> None:
     tasks: set[asyncio.Task[None]] = set()
     while True:
         try:
-            request_id, kwargs = await loop.run_in_executor(None, recv.recv)
+            request_id, kwargs, transport = await loop.run_in_executor(None, recv.recv)
         except (EOFError, OSError):
             break
-        task = loop.create_task(handle(request_id, kwargs))
+        task = loop.create_task(handle(request_id, kwargs, transport))
         tasks.add(task)
         task.add_done_callback(tasks.discard)
+    with contextlib.suppress(Exception):
+        from .direct import close_session
+
+        await close_session()
 
 
 def main(argv: list[str] | None = None) -> None:
