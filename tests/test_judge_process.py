@@ -77,7 +77,7 @@ def test_configure_starts_the_child_ahead_of_the_first_score(judge_server: Judge
     from tracescore._judge import process as _judge_process
 
     _judge_process.close_shared_process()
-    _config._preloaded_process = False
+    _config._preloaded.clear()
     memory_configure(scoring=[tracescore.ScoringRule(
         scorer=create_answer_relevancy_scorer(model=remote_judge(judge_server)))])
     deadline = time.monotonic() + 120

@@ -654,7 +654,7 @@ def configure(
         _input_caps.current = caps
         rules = scoring_settings.rules
         if any(getattr(rule.scorer, "uses_judge", False) for rule in rules):
-            _preload_judge(_wants_judge_process(scoring_settings.judge, rules))
+            _preload_judge(_judge_needs(scoring_settings.judge, rules))
         instance = Tracescore(
             provider, processor, description, rules, scoring_settings.flush_timeout
         )
@@ -688,8 +688,7 @@ def _configure_redaction(patterns: Sequence[str | re.Pattern[str]] | None,
         raise ConfigurationError(f"configure(redact_patterns=...): {exc}") from None
 
 
-_preloaded = False
-_preloaded_process = False
+_preloaded: set[str] = set()  # what was preloaded: "litellm", "direct", "process", "child-litellm"
 
 
 def _wants_judge_process(default: Judge | None, rules: Sequence[ScoringRule]) -> bool:
@@ -701,29 +700,61 @@ def _wants_judge_process(default: Judge | None, rules: Sequence[ScoringRule]) ->
     return _env.judge_out_of_process() and any(not isinstance(j, Judge) for j in judges[:-1])
 
 
-def _preload_judge(process: bool = False) -> None:
-    """Import litellm on a background thread now, and with ``process`` start the judge child
-    too, so the first sampled span's score does not pay their multi-second start-up against
-    ``score_timeout``."""
-    global _preloaded, _preloaded_process
-    start_process = process and not _preloaded_process
-    if _preloaded and not start_process:
+def _judge_needs(default: Judge | None, rules: Sequence[ScoringRule]) -> set[str]:
+    """What the judges of ``rules`` will need: ``litellm`` (here), ``direct`` (here),
+    ``process`` (the child) and ``child-litellm`` (litellm in the child)."""
+    from ._judge.transport import choose
+
+    needs: set[str] = set()
+    for spec in [getattr(rule.scorer, "model", None) for rule in rules if
+                 getattr(rule.scorer, "uses_judge", False)]:
+        spec = default if spec is None else spec
+        if isinstance(spec, Judge):
+            transport, remote = spec.transport, spec.out_of_process
+        else:  # a model string, resolved at run time with the environment's settings
+            model = spec if isinstance(spec, str) else (_env.judge_model() or "")
+            transport = choose(model.strip(), {}, _env.judge_transport())
+            remote = _env.judge_out_of_process()
+        if remote:
+            needs.update(("process", "child-litellm") if transport == "litellm" else ("process",))
+        else:
+            needs.add(transport)
+    return needs
+
+
+def _preload_judge(needs: set[str] | bool = False) -> None:
+    """Get the judges' start-up out of the way on a background thread, so the first sampled
+    span's score does not pay it against ``score_timeout``: import litellm only for an
+    in-process litellm judge (seconds, ~3,000 modules), the direct transport's aiohttp for a
+    direct one (tens of ms); start the judge child for an out-of-process judge and have it
+    import litellm only if one of them uses litellm. An application whose judges are all
+    direct or out of process never imports litellm."""
+    if isinstance(needs, bool):  # the older form: litellm here, and the child if True
+        needs = {"litellm", "process", "child-litellm"} if needs else {"litellm"}
+    todo = set(needs) - _preloaded
+    if not todo:
         return
-    _preloaded = True
-    _preloaded_process = _preloaded_process or process
+    _preloaded.update(todo)
     _preload_done.clear()
 
     def load() -> None:
         try:
-            from . import _judge
+            from ._judge import loading
 
-            if start_process:
+            if "process" in todo or "child-litellm" in todo:
                 from ._judge.process import shared_process
 
-                shared_process()
-            _judge._litellm()
+                child = shared_process()
+                if "child-litellm" in todo:
+                    from ._loop import run_blocking
+
+                    run_blocking(child.wait_ready(litellm=True))
+            if "litellm" in todo:
+                loading.load_litellm()
+            if "direct" in todo:
+                import aiohttp  # noqa: F401 - the direct transport's client, imported early
         except Exception:
-            logger.debug("tracescore could not preload litellm", exc_info=True)
+            logger.debug("tracescore could not preload the judge", exc_info=True)
         finally:
             _preload_done.set()
 
