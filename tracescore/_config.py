@@ -652,6 +652,9 @@ def configure(
         _switch_for(provider).target = processor
         _publish(content, scoring_settings, provider, processor, telemetry)
         _input_caps.current = caps
+        from ._readers import _log_stash  # here to keep this edit local
+
+        _log_stash.attach()  # GenAI content in log records (EVENT_ONLY): see _log_stash
         rules = scoring_settings.rules
         if any(getattr(rule.scorer, "uses_judge", False) for rule in rules):
             _preload_judge(_judge_needs(scoring_settings.judge, rules))

@@ -7,8 +7,10 @@ Content, where the producer captured it, is read from the ``gen_ai_latest_experi
 with typed parts: ``text``, ``tool_call``, ``tool_call_response``, ...), ``gen_ai.tool.call.*``,
 ``gen_ai.retrieval.query.text`` and ``gen_ai.retrieval.documents`` (ids and scores; a ``content``
 field where the producer adds one), and from the older conventions' span events
-``gen_ai.content.prompt`` / ``gen_ai.content.completion``. The message helpers here are shared
-with the OpenLLMetry reader, whose instrumentations write the same JSON.
+``gen_ai.content.prompt`` / ``gen_ai.content.completion``, and, where the instrumentation wrote
+them to a log record instead (``EVENT_ONLY``), from what ``_log_stash`` kept of that record. The
+message helpers here are shared with the OpenLLMetry reader, whose instrumentations write the
+same JSON.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from typing import Any
 
 from .. import _semconv as sc
 from .._trace_buffer import TraceBuffer
+from . import _log_stash
 from ._base import Content, attributes_of, scope_name
 from ._values import ABSENT, TRUNCATED_HINT, Truncated, error_of, json_value, text_value
 
@@ -40,8 +43,10 @@ CAPTURE_HINT = (
     "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=SPAN_ONLY (or SPAN_AND_EVENT; 'true' on "
     "instrumentations of the older conventions) with "
     "OTEL_SEMCONV_STABILITY_OPT_IN=gen_ai_latest_experimental. With EVENT_ONLY the content "
-    "goes to log records only, which tracescore does not read. OpenLLMetry instrumentations "
-    "write the same attributes: there set TRACELOOP_TRACE_CONTENT=true"
+    "goes to gen_ai.client.inference.operation.details log records, which tracescore reads "
+    "only from an OpenTelemetry SDK LoggerProvider set globally before tracescore.configure() "
+    "(or before the span ended). OpenLLMetry instrumentations write the same attributes: there "
+    "set TRACELOOP_TRACE_CONTENT=true"
 )
 
 # Document fields that carry text: the conventions define none (ids and scores only), producers
@@ -87,7 +92,13 @@ class GenAIReader:
                 what = f"{sc.GEN_AI_INPUT_MESSAGES} / {sc.GEN_AI_OUTPUT_MESSAGES}"
         except Truncated as cut:
             return Content(error=error, missing=truncated_reason(span, cut))
-        return complete(span, value_in, value_out, error, what, CAPTURE_HINT,
+        hint = CAPTURE_HINT
+        if value_in is ABSENT or (value_out is ABSENT and error is None):
+            # Attached now, the stash reads the next spans' records; say why it saw none here.
+            problem = _log_stash.attach()
+            if problem:
+                hint = f"{hint} (here: {problem})"
+        return complete(span, value_in, value_out, error, what, hint,
                         output_optional=error is not None)
 
 
@@ -133,6 +144,14 @@ def messages_content(span: Any) -> tuple[Any, Any]:
         old_in, old_out = _content_events(span)
         raw_in = old_in if raw_in is ABSENT else raw_in
         raw_out = old_out if raw_out is ABSENT else raw_out
+    if raw_in is ABSENT or raw_out is ABSENT:
+        logged = _log_stash.take(span)  # EVENT_ONLY: the content went to a log record
+        if logged:
+            raw_in = logged.get(sc.GEN_AI_INPUT_MESSAGES, ABSENT) if raw_in is ABSENT else raw_in
+            raw_out = (logged.get(sc.GEN_AI_OUTPUT_MESSAGES, ABSENT) if raw_out is ABSENT
+                       else raw_out)
+            if system is ABSENT:
+                system = logged.get(sc.GEN_AI_SYSTEM_INSTRUCTIONS, ABSENT)
     value_in = ABSENT if raw_in is ABSENT else chat_messages(raw_in)
     if value_in is not ABSENT and system is not ABSENT:
         text = parts_text(system if isinstance(system, list) else [system])
