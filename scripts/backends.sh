@@ -8,13 +8,14 @@
 #   * the Jaeger UI (for the screenshot only)       built from a jaeger-ui checkout, if given
 #
 # Idempotent: a step whose result is already there (same version) is skipped, so a warm run takes
-# seconds. Everything lands under one directory reused between runs:
-# TRACESCORE_BACKENDS_DIR, default <repo>/.ci-cache/backends (the tests look there too). Go's
-# module and build caches are Go's own (GOMODCACHE, GOCACHE). Prints the time each step took.
+# seconds. Everything lands under one directory reused between runs, outside the work tree
+# because CI runs in a fresh clone: TRACESCORE_BACKENDS_DIR, default
+# ~/.cache/tracescore-backends (the tests and scripts/screenshots.py look there too). Go's module
+# and build caches are Go's own (GOMODCACHE, GOCACHE). Prints the time each step took.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-CACHE="${TRACESCORE_BACKENDS_DIR:-$PWD/.ci-cache/backends}"
+CACHE="${TRACESCORE_BACKENDS_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/tracescore-backends}"
 JAEGER_MODULE="github.com/jaegertracing/jaeger/cmd/jaeger"
 JAEGER_VERSION="v1.76.0"
 # Pinned to the major release whose REST API (/v1/projects/<name>/spans, /span_annotations) the
@@ -90,11 +91,14 @@ jaeger_ui() {
 
 phoenix() {
     local venv="$CACHE/venv-phoenix" stamp="$CACHE/venv-phoenix/installed-spec"
-    if [[ -x "$venv/bin/phoenix" && "$(cat "$stamp" 2>/dev/null)" == "$PHOENIX_SPEC" ]]; then
+    # A venv moved from elsewhere keeps scripts that point at its old path: rebuild it then.
+    if [[ -x "$venv/bin/phoenix" && "$(cat "$stamp" 2>/dev/null)" == "$PHOENIX_SPEC" \
+        && "$(head -n 1 "$venv/bin/phoenix")" == "#!$venv/bin/python"* ]]; then
         echo "phoenix already installed: $("$venv/bin/python" -m pip show arize-phoenix \
             | sed -n 's/^Version: //p')"
         return
     fi
+    rm -rf "$venv"
     "$PYTHON" -m venv "$venv"
     "$venv/bin/python" -m pip install -q --upgrade pip
     "$venv/bin/python" -m pip install -q "$PHOENIX_SPEC"

@@ -9,7 +9,8 @@ own, and is stopped (terminate, then kill) when its ``with`` block ends. Where a
 * Prometheus and promtool: on ``PATH`` (the Debian package);
 * Chromium: ``chromium`` on ``PATH``.
 
-``TRACESCORE_BACKENDS_DIR`` defaults to ``<repo>/.ci-cache/backends``. Stdlib only, so that
+``TRACESCORE_BACKENDS_DIR`` defaults to ``~/.cache/tracescore-backends`` (``XDG_CACHE_HOME``
+if set). Stdlib only, so that
 ``scripts/screenshots.py`` can import it from any virtualenv.
 """
 
@@ -80,9 +81,14 @@ exporters:
 
 
 def backends_dir() -> Path:
-    """Where ``scripts/backends.sh`` installs: ``TRACESCORE_BACKENDS_DIR`` or
-    ``<repo>/.ci-cache/backends``."""
-    return Path(os.environ.get("TRACESCORE_BACKENDS_DIR") or REPO / ".ci-cache" / "backends")
+    """Where ``scripts/backends.sh`` installs: ``TRACESCORE_BACKENDS_DIR``, else
+    ``$XDG_CACHE_HOME/tracescore-backends`` (``~/.cache`` without it): outside the work tree,
+    so that a fresh clone (CI's) reuses it."""
+    explicit = os.environ.get("TRACESCORE_BACKENDS_DIR")
+    if explicit:
+        return Path(explicit)
+    cache = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(cache) / "tracescore-backends"
 
 
 def find_binary(name: str) -> str | None:
