@@ -9,8 +9,31 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable
+from typing import Protocol
 
 Clock = Callable[[], float]
+
+
+class RateLimiter(Protocol):
+    """What a rule's rate limit offers the hot path (``TokenBucket``, or the fleet-wide
+    ``_limits_redis.RedisTokenBucket``)."""
+
+    def try_take(self) -> bool:
+        """Take one permit if there is one, without blocking."""
+        ...
+
+
+class Budget(Protocol):
+    """What a rule's judge budget offers (``HourlyBudget``, or the fleet-wide
+    ``_limits_redis.RedisHourlyBudget``)."""
+
+    def admits(self) -> bool:
+        """Whether another job fits the budget now, without blocking."""
+        ...
+
+    def spend(self, tokens: float, cost: float | None) -> None:
+        """Record what a finished job used."""
+        ...
 
 
 class TokenBucket:

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ._errors import ConfigurationError
-from ._limits import HourlyBudget, TokenBucket
+from ._limits import Budget, HourlyBudget, RateLimiter, TokenBucket
 from ._request import KINDS
 from ._sampling import trace_sampled
 from ._scorer import as_scorer
@@ -66,8 +66,8 @@ class CompiledRule:
     attributes: tuple[tuple[str, Any], ...] = ()
     scope: re.Pattern[str] | None = None
     score_errors: bool = False
-    rate_limiter: TokenBucket | None = None
-    budget: HourlyBudget | None = None
+    rate_limiter: RateLimiter | None = None
+    budget: Budget | None = None
 
     @property
     def scorer_id(self) -> str:

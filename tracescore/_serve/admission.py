@@ -28,11 +28,20 @@ from __future__ import annotations
 import threading
 from collections import Counter
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from .config import ServeConfig
-    from .service import ScoringService
+
+
+class Queues(Protocol):
+    """What admission measures (``ScoringService`` has it)."""
+
+    draining: bool
+    export: Any  # ExportProcessor: queued_bytes, queue_bytes, spool
+    processor: Any  # ScoringSpanProcessor: pending_jobs(), held_spans()
+    settler: Any  # TraceSettler: deferred_bytes
+    logs: Any  # LogForwarder: has_room(size)
 
 
 @dataclass(frozen=True)
@@ -51,7 +60,7 @@ class Admission:
         config: high water mark (fraction 0..1] and the retry hint in seconds.
     """
 
-    def __init__(self, service: ScoringService, config: ServeConfig) -> None:
+    def __init__(self, service: Queues, config: ServeConfig) -> None:
         self._service = service
         self.high_water = config.backpressure.high_water
         self.retry_after = config.backpressure.retry_after

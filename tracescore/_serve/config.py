@@ -73,8 +73,8 @@ class Receivers(_Model):
 
     grpc: Listen | None = Listen(endpoint="0.0.0.0:4317")
     http: Listen | None = Listen(endpoint="0.0.0.0:4318")
-    max_request_bytes: int = Field(16 * MIB, gt=0)
-    grpc_workers: int = Field(8, gt=0)
+    max_request_bytes: int = Field(default=16 * MIB, gt=0)
+    grpc_workers: int = Field(default=8, gt=0)
 
 
 class Downstream(_Model):
@@ -83,7 +83,7 @@ class Downstream(_Model):
     endpoint: str
     protocol: Literal["grpc", "http/protobuf"] = "grpc"
     headers: dict[str, str] = {}
-    timeout: float = Field(10.0, gt=0)
+    timeout: float = Field(default=10.0, gt=0)
     compression: Literal["gzip", "none"] = "gzip"
     insecure: bool = True
 
@@ -113,7 +113,7 @@ class Rule(_Model):
     factory: str | None = None
     options: dict[str, Any] = {}
     on: Literal["agent", "retrieval", "tool", "llm"] = "agent"
-    sample_rate: float = Field(1.0, ge=0.0, le=1.0)
+    sample_rate: float = Field(default=1.0, ge=0.0, le=1.0)
     threshold: float | None = None
     name: str | None = None
     span_name: str | None = None
@@ -122,9 +122,9 @@ class Rule(_Model):
     score_errors: bool = False
     ground_truth: str | None = None
     inputs: dict[str, str] | None = None
-    max_per_minute: float | None = Field(None, gt=0)
-    max_tokens_per_hour: float | None = Field(None, gt=0)
-    max_cost_per_hour: float | None = Field(None, gt=0)
+    max_per_minute: float | None = Field(default=None, gt=0)
+    max_tokens_per_hour: float | None = Field(default=None, gt=0)
+    max_cost_per_hour: float | None = Field(default=None, gt=0)
 
     @field_validator("factory")
     @classmethod
@@ -141,42 +141,42 @@ class Rule(_Model):
 class Scoring(_Model):
     """The engine's bounds, as ``configure()`` takes them."""
 
-    score_timeout: float = Field(30.0, gt=0)
-    max_concurrency: int = Field(8, gt=0)
-    max_queue_size: int = Field(1000, gt=0)
-    job_timeout: float | None = Field(None, gt=0)
-    max_held_spans: int | None = Field(None, gt=0)
+    score_timeout: float = Field(default=30.0, gt=0)
+    max_concurrency: int = Field(default=8, gt=0)
+    max_queue_size: int = Field(default=1000, gt=0)
+    job_timeout: float | None = Field(default=None, gt=0)
+    max_held_spans: int | None = Field(default=None, gt=0)
 
 
 class Trace(_Model):
     """Trace completeness (``settle.TraceSettler``): a scored span whose scorer needs the
     trace's documents or tool calls waits until its trace is complete."""
 
-    idle: float = Field(2.0, gt=0)
-    settle_after_root: float = Field(0.5, ge=0)
-    max_wait: float = Field(10.0, gt=0)
-    max_bytes: int = Field(64 * MIB, gt=0)
-    max_bytes_per_trace: int = Field(4 * MIB, gt=0)
-    max_traces: int = Field(100_000, gt=0)
+    idle: float = Field(default=2.0, gt=0)
+    settle_after_root: float = Field(default=0.5, ge=0)
+    max_wait: float = Field(default=10.0, gt=0)
+    max_bytes: int = Field(default=64 * MIB, gt=0)
+    max_bytes_per_trace: int = Field(default=4 * MIB, gt=0)
+    max_traces: int = Field(default=100_000, gt=0)
 
 
 class Export(_Model):
     """The export processor towards ``downstream`` (``tracescore._export``)."""
 
-    queue_bytes: int = Field(128 * MIB, gt=0)
-    batch_bytes: int = Field(3 * MIB, gt=0)
-    max_batch_spans: int = Field(2048, gt=0)
-    schedule_delay: float = Field(0.05, gt=0)
+    queue_bytes: int = Field(default=128 * MIB, gt=0)
+    batch_bytes: int = Field(default=3 * MIB, gt=0)
+    max_batch_spans: int = Field(default=2048, gt=0)
+    schedule_delay: float = Field(default=0.05, gt=0)
     retry_dir: str | None = None
-    retry_max_bytes: int = Field(512 * MIB, gt=0)
-    retry_max_age: float = Field(3600.0, gt=0)
+    retry_max_bytes: int = Field(default=512 * MIB, gt=0)
+    retry_max_age: float = Field(default=3600.0, gt=0)
 
 
 class Backpressure(_Model):
     """When requests are refused with RESOURCE_EXHAUSTED / HTTP 429 (``admission``)."""
 
-    high_water: float = Field(0.5, gt=0, le=1)
-    retry_after: float = Field(1.0, gt=0)
+    high_water: float = Field(default=0.5, gt=0, le=1)
+    retry_after: float = Field(default=1.0, gt=0)
 
 
 class Limits(_Model):
@@ -185,8 +185,17 @@ class Limits(_Model):
 
     redis_url: str | None = None
     key_prefix: str = "tracescore"
-    lease_seconds: float = Field(0.25, gt=0)
-    refresh_interval: float = Field(0.5, gt=0)
+    lease_seconds: float = Field(default=0.25, gt=0)
+    refresh_interval: float = Field(default=0.5, gt=0)
+
+    @field_validator("redis_url")
+    @classmethod
+    def _url(cls, value: str | None) -> str | None:
+        if not value:
+            return None  # "${TRACESCORE_REDIS_URL:-}" unset: per-replica limits
+        if not value.startswith(("redis://", "rediss://", "unix://")):
+            raise ValueError("expected a redis://, rediss:// or unix:// URL")
+        return value
 
 
 class ServeConfig(_Model):
@@ -202,8 +211,8 @@ class ServeConfig(_Model):
     export: Export = Export()
     backpressure: Backpressure = Backpressure()
     limits: Limits = Limits()
-    metrics_interval: float = Field(10.0, gt=0)
-    shutdown_timeout: float = Field(20.0, gt=0)
+    metrics_interval: float = Field(default=10.0, gt=0)
+    shutdown_timeout: float = Field(default=20.0, gt=0)
 
 
 def expand(text: str) -> str:
@@ -256,7 +265,7 @@ def parse(text: str, *, toml: bool) -> ServeConfig:
             raise ServeConfigError(f"invalid TOML: {exc}") from None
     else:
         try:
-            import yaml
+            import yaml  # type: ignore[import-untyped, unused-ignore]
         except ImportError:
             raise ServeConfigError(
                 "YAML configuration needs PyYAML: pip install 'tracescore[serve]' "

@@ -20,9 +20,13 @@ logger = logging.getLogger("tracescore")
 
 
 def _abort(context: Any, refusal: Refusal) -> None:
-    import grpc
-    from google.protobuf.duration_pb2 import Duration
-    from google.rpc import code_pb2, error_details_pb2, status_pb2
+    import grpc  # type: ignore[import-untyped, unused-ignore]
+    from google.protobuf.duration_pb2 import Duration  # type: ignore[import-untyped, unused-ignore]
+    from google.rpc import (  # type: ignore[import-untyped, unused-ignore]
+        code_pb2,
+        error_details_pb2,
+        status_pb2,
+    )
 
     draining = refusal.reason == "draining"
     code = grpc.StatusCode.UNAVAILABLE if draining else grpc.StatusCode.RESOURCE_EXHAUSTED
@@ -44,7 +48,7 @@ def start_grpc(service: ScoringService, listen: Listen, *, workers: int,
     Raises:
         RuntimeError: the address cannot be bound.
     """
-    import grpc
+    import grpc  # type: ignore[import-untyped, unused-ignore]
     from opentelemetry.proto.collector.logs.v1 import logs_service_pb2, logs_service_pb2_grpc
     from opentelemetry.proto.collector.trace.v1 import trace_service_pb2, trace_service_pb2_grpc
 
@@ -66,8 +70,10 @@ def start_grpc(service: ScoringService, listen: Listen, *, workers: int,
         futures.ThreadPoolExecutor(max_workers=workers, thread_name_prefix="tracescore-grpc"),
         options=[("grpc.max_receive_message_length", max_message),
                  ("grpc.so_reuseport", 0)])
-    trace_service_pb2_grpc.add_TraceServiceServicer_to_server(Traces(), server)
-    logs_service_pb2_grpc.add_LogsServiceServicer_to_server(Logs(), server)
+    trace_service_pb2_grpc.add_TraceServiceServicer_to_server(  # type: ignore[no-untyped-call]
+        Traces(), server)
+    logs_service_pb2_grpc.add_LogsServiceServicer_to_server(  # type: ignore[no-untyped-call]
+        Logs(), server)
     port = server.add_insecure_port(listen.endpoint)
     if not port:
         raise RuntimeError(f"cannot listen on {listen.endpoint} (gRPC)")

@@ -135,7 +135,7 @@ class LogForwarder:
             return False
 
     def _grpc(self) -> Any:
-        import grpc
+        import grpc  # type: ignore[import-untyped, unused-ignore]
         from opentelemetry.proto.collector.logs.v1 import logs_service_pb2_grpc
 
         from .decode import parse_logs
@@ -143,7 +143,7 @@ class LogForwarder:
         target = self.endpoint.split("://", 1)[-1]
         channel = (grpc.secure_channel(target, grpc.ssl_channel_credentials())
                    if self.endpoint.startswith("https://") else grpc.insecure_channel(target))
-        stub = logs_service_pb2_grpc.LogsServiceStub(channel)
+        stub = logs_service_pb2_grpc.LogsServiceStub(channel)  # type: ignore[no-untyped-call]
         metadata = list(self.headers.items())
         compression = grpc.Compression.Gzip if self.compression == "gzip" else None
 

@@ -12,10 +12,7 @@ export drops) go through the same provider.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from .service import ScoringService
+from typing import Any
 
 _DURATION_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0)
 
@@ -25,10 +22,11 @@ class ServiceMetrics:
 
     Args:
         meter_provider: an OTel ``MeterProvider``.
-        service: the service whose gauges are read at collection time.
+        service: the ``ScoringService`` whose gauges are read at collection time (its
+            ``processor``, ``settler`` and ``admission``).
     """
 
-    def __init__(self, meter_provider: Any, service: ScoringService) -> None:
+    def __init__(self, meter_provider: Any, service: Any) -> None:
         from opentelemetry.metrics import Observation
 
         meter = meter_provider.get_meter("tracescore.serve")

@@ -297,18 +297,21 @@ class TraceSettler:
                     done.append((trace_id, trace))
         while self._waits and self._waits[0][0] <= now:
             _, trace_id = heapq.heappop(self._waits)
-            trace = self._traces.get(trace_id)
-            if trace is not None and trace.deferred and trace.first_deferred + self.max_wait <= now:
-                done.append((trace_id, trace))
+            waited = self._traces.get(trace_id)
+            if (waited is not None and waited.deferred
+                    and waited.first_deferred + self.max_wait <= now):
+                done.append((trace_id, waited))
         seen: set[int] = set()
-        unique = []
+        unique: list[tuple[int, _Trace]] = []
         room = self._capacity() if self._capacity is not None and not self._closed else None
         for trace_id, trace in done:
             if trace_id in seen or self._traces.get(trace_id) is not trace:
                 continue
             if room is not None:
                 if trace.deferred and len(trace.deferred) > room and (unique or room <= 0):
-                    continue  # complete, but the engine is full: the next sweep
+                    # Complete, but the engine is full: a later sweep (past max_wait too).
+                    heapq.heappush(self._waits, (now + _TICK, trace_id))
+                    continue
                 room -= len(trace.deferred)
             seen.add(trace_id)
             del self._traces[trace_id]

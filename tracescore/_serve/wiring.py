@@ -116,7 +116,7 @@ def _grpc_target(endpoint: str) -> str:
 def span_exporter(down: Downstream) -> Any:
     """The OTLP span exporter towards the downstream."""
     if down.protocol == "grpc":
-        from opentelemetry.exporter.otlp.proto.grpc.exporter import Compression
+        from grpc import Compression  # type: ignore[import-untyped, unused-ignore]
         from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
 
         return OTLPSpanExporter(

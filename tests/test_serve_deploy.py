@@ -1,0 +1,74 @@
+"""deploy/: the files a reader copies are valid and agree with each other."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tracescore._serve import parse
+
+DEPLOY = Path(__file__).resolve().parent.parent / "deploy"
+K8S = DEPLOY / "kubernetes"
+
+
+def _docs(name: str) -> list[dict[str, Any]]:
+    return [d for d in yaml.safe_load_all((K8S / name).read_text()) if d]
+
+
+def _one(docs: list[dict[str, Any]], kind: str) -> dict[str, Any]:
+    (found,) = [d for d in docs if d["kind"] == kind]
+    return found
+
+
+def test_the_example_serve_config_is_valid_and_is_the_one_kubernetes_mounts(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("TRACESCORE_REDIS_URL", raising=False)
+    text = (DEPLOY / "tracescore-serve.yaml").read_text()
+    config = parse(text, toml=False)
+    assert [r.scorer for r in config.rules] == ["answer-relevancy", "faithfulness"]
+    assert config.limits.redis_url is None  # unset: per-replica limits
+    mounted = _one(_docs("tracescore-serve.yaml"), "ConfigMap")["data"]["serve.yaml"]
+    assert mounted == text
+
+
+def test_kubernetes_objects_fit_together() -> None:
+    serve = _docs("tracescore-serve.yaml")
+    collector = _docs("collector.yaml")
+    namespace = _one(_docs("namespace.yaml"), "Namespace")["metadata"]["name"]
+    for doc in serve + collector + _docs("redis.yaml"):
+        assert doc["metadata"]["namespace"] == namespace
+    headless = _one(serve, "Service")
+    assert headless["spec"]["clusterIP"] == "None"
+    deployment = _one(serve, "Deployment")
+    assert headless["spec"]["selector"] == deployment["spec"]["template"]["metadata"]["labels"]
+    container = deployment["spec"]["template"]["spec"]["containers"][0]
+    assert container["readinessProbe"]["httpGet"]["path"] == "/readyz"
+    serve_config = parse(_one(serve, "ConfigMap")["data"]["serve.yaml"], toml=False)
+    assert deployment["spec"]["template"]["spec"]["terminationGracePeriodSeconds"] > \
+        serve_config.shutdown_timeout
+    otelcol = yaml.safe_load(_one(collector, "ConfigMap")["data"]["config.yaml"])
+    dns = otelcol["exporters"]["loadbalancing"]["resolver"]["dns"]
+    name = headless["metadata"]["name"]
+    assert dns["hostname"] == f"{name}.{namespace}.svc.cluster.local"
+    assert int(dns["port"]) == headless["spec"]["ports"][0]["port"] == serve_config.receivers \
+        .grpc.port
+    assert _one(collector, "ConfigMap")["data"]["config.yaml"] == \
+        (DEPLOY / "collector" / "otelcol-dns.yaml").read_text()
+
+
+@pytest.mark.skipif(os.environ.get("TRACESCORE_SKIP_COLLECTOR", "").lower() in ("1", "true"),
+                    reason="TRACESCORE_SKIP_COLLECTOR is set")
+@pytest.mark.timeout(3600)
+@pytest.mark.parametrize("name", ["otelcol-static.yaml", "otelcol-dns.yaml"])
+def test_collector_configs_validate_with_the_built_collector(name: str) -> None:
+    from test_serve_collector import collector_binary
+
+    result = subprocess.run([collector_binary(), "validate", "--config",
+                             str(DEPLOY / "collector" / name)],
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
