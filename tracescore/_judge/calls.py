@@ -21,7 +21,7 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from tracescore import _env
-from tracescore._errors import InvalidJudgeOutputError, JudgeError
+from tracescore._errors import InvalidJudgeOutputError
 from tracescore._redact import redact_text
 
 from . import metrics, output
@@ -56,6 +56,8 @@ class Caller:
         max_reply_length: characters of an answer that are parsed; a longer one is invalid
             output (repair retry, then ``InvalidJudgeOutputError``). Default
             ``TRACESCORE_JUDGE_MAX_REPLY_LENGTH``, else 65536.
+        response_format: ``"auto"`` or the structured-output mode fixed up front
+            (``output.ModeFallback``).
     """
 
     def __init__(
@@ -68,6 +70,7 @@ class Caller:
         retry_backoff: float,
         out_of_process: bool,
         max_reply_length: int | None = None,
+        response_format: str = "auto",
         transport: str = "auto",
     ) -> None:
         self.model = model
@@ -80,7 +83,7 @@ class Caller:
         self.out_of_process = out_of_process
         self._kwargs = dict(kwargs)
         self.scrub = Scrubber(self._kwargs)
-        self._modes = output.ModeFallback()
+        self._modes = output.ModeFallback(response_format, model)
         self.route = Route(model, self._kwargs, transport)
 
     async def complete(
@@ -148,7 +151,7 @@ class Caller:
         mode = self._modes.current
         while True:
             try:
-                return await self._call_with_retries(
+                response = await self._call_with_retries(
                     output.system_prompt(system, mode, name, schema_text),
                     messages,
                     output.response_format(mode, schema, name),
@@ -156,10 +159,16 @@ class Caller:
             except ResponseFormatRejected as exc:
                 next_mode = self._modes.fall_back(mode)
                 if next_mode is None:
-                    raise JudgeError(
-                        f"judge {self.model!r} rejected the request: {self.scrub(str(exc))}"
+                    raise self._modes.exhausted(
+                        self.model, mode, self.scrub(str(exc))
                     ) from exc.__cause__
+                logger.debug("tracescore judge %r: %s rejected, trying %s: %s", self.model,
+                             output.describe_mode(mode), output.describe_mode(next_mode),
+                             self.scrub(str(exc))[:300])
                 mode = next_mode
+                continue
+            self._modes.settled(mode)
+            return response
 
     async def _call_with_retries(
         self,
@@ -187,7 +196,10 @@ class Caller:
         retrying = tenacity.AsyncRetrying(
             stop=tenacity.stop_after_attempt(self.max_retries + 1),
             wait=self._backoff,
-            retry=tenacity.retry_if_exception(is_retryable),
+            # A refusal of the response format is deterministic, even as a 5xx: fall back now.
+            retry=tenacity.retry_if_exception(
+                lambda exc: is_retryable(exc, response_format is not None)
+            ),
             reraise=True,
         )
         try:

@@ -2,7 +2,9 @@
 tracescore's exceptions.
 
 Each failure gets one kind: ``timeout``, ``rate_limited`` and ``unavailable`` (both retried),
-or ``error`` (never retried: authentication, other 4xx). The kinds become the exceptions of
+or ``error`` (never retried: authentication, other 4xx). Apart from the kinds, a server's
+refusal of the ``response_format`` (``rejects_response_format``) is never retried: the caller
+steps down to the next structured-output mode. The kinds become the exceptions of
 ``tracescore._errors`` and, through those, the ``error.type`` of evaluation events. A call made
 in the child process comes back as a ``RemoteJudgeError`` classified there already.
 """
@@ -106,24 +108,74 @@ def _kind_of_status(status: int | None) -> str:
     return "unavailable" if status is not None and status >= 500 else "error"
 
 
-def is_retryable(exc: BaseException) -> bool:
-    """Whether another attempt may succeed: rate limits and unavailability."""
+def is_retryable(exc: BaseException, sent_response_format: bool = False) -> bool:
+    """Whether another attempt may succeed: rate limits and unavailability, but never a
+    server's refusal of the ``response_format`` (when one was sent), which is deterministic
+    even when it comes as a 5xx."""
+    if sent_response_format and rejects_response_format(exc):
+        return False
     return classify(exc) in ("rate_limited", "unavailable")
 
 
-def rejects_response_format(exc: BaseException) -> bool:
-    """Whether ``exc`` is an HTTP 400 about the ``response_format`` (not about the prompt)."""
-    if isinstance(exc, RemoteJudgeError):
-        return exc.rejects_response_format
-    status = status_code(exc)
-    if status is not None and status != 400:
-        return False
-    from litellm import exceptions as errors
+# Words that tie an error message to the structured-output request. A 5xx must name the
+# request's fields; a 400/422 may also just say "schema" (Gemini's ``response_schema``, a
+# validator's "invalid schema").
+_FORMAT_WORDS = ("response_format", "json_schema", "json_object", "json schema", "responseformat")
+_CLIENT_ERROR_WORDS = (*_FORMAT_WORDS, "schema")
 
-    if status is None and not isinstance(exc, errors.BadRequestError):
+
+def rejects_response_format(exc: BaseException) -> bool:
+    """Whether ``exc`` is a server's refusal of the ``response_format`` (not of the prompt).
+
+    That is an HTTP 400 or 422 (or litellm's ``BadRequestError`` without a status) whose
+    message names the response format, ``json_schema``, ``json_object`` or the schema; or an
+    HTTP 5xx whose message names the response format, ``json_schema`` or ``json_object``:
+    llama.cpp's OpenAI-compatible server answers ``json_schema`` with HTTP 500 "Input should
+    be 'text' or 'json_object'" (its request validation, not an outage). A 5xx that names none
+    of them stays an outage (retried). A failure classified elsewhere (the child process, the
+    direct transport) is read again from its status and message, so every transport falls
+    back alike.
+    """
+    status = status_code(exc)
+    if isinstance(exc, RemoteJudgeError):
+        return exc.rejects_response_format or refuses_format(status, str(exc))
+    if status is None:
+        from litellm import exceptions as errors
+
+        if not isinstance(exc, (errors.BadRequestError, errors.UnprocessableEntityError)):
+            return False
+        status = 400
+    return refuses_format(status, _message_and_body(exc))
+
+
+def _message_and_body(exc: BaseException) -> str:
+    # litellm's message can be a bare "Error code: 422" when the server's ``error`` field is a
+    # string (TGI's shape); the body it keeps says what was refused. Read for classifying only:
+    # it never goes into a message.
+    body = getattr(exc, "body", None)
+    if isinstance(body, (dict, list)):
+        body = repr(body)
+    return f"{exc} {body}" if isinstance(body, str) else str(exc)
+
+
+def refuses_format(status: int | None, message: str) -> bool:
+    """Whether an HTTP ``status`` with error ``message`` refuses the response format
+    (``rejects_response_format``'s rule, for a transport that has only these two).
+
+    Example:
+        >>> refuses_format(500, "Input should be 'text' or 'json_object'")
+        True
+        >>> refuses_format(503, "upstream overloaded")
+        False
+    """
+    if status is None:
         return False
-    text = str(exc).lower()
-    return "response_format" in text or "json_schema" in text or "json schema" in text
+    text = message.lower()
+    if status >= 500:
+        return any(word in text for word in _FORMAT_WORDS)
+    if status in (400, 422):
+        return any(word in text for word in _CLIENT_ERROR_WORDS)
+    return False
 
 
 def describe(exc: BaseException) -> str:
@@ -149,8 +201,9 @@ def map_error(
         timeout: seconds per attempt, for the message.
         max_retries: retries made, for the message.
         scrub: removes the judge's secrets from a text.
-        sent_response_format: the request had a ``response_format``, so a 400 about it means
-            "fall back", not "fail".
+        sent_response_format: the request had a ``response_format``, so a refusal of it
+            (``rejects_response_format``: 400, 422 or 5xx naming it) means "fall back", not
+            "fail" nor "retry".
 
     Returns:
         A ``JudgeError`` subclass, or ``ResponseFormatRejected`` (its ``__cause__`` is ``exc``).
@@ -158,6 +211,11 @@ def map_error(
     kind = classify(exc)
     detail = scrub(describe(exc))
     where = f"judge {model!r}"
+    if sent_response_format and rejects_response_format(exc):
+        # Before the kinds: a 5xx refusing the format is a fallback, not an outage.
+        rejected = ResponseFormatRejected(detail)
+        rejected.__cause__ = exc
+        return rejected
     if kind == "timeout":
         return JudgeTimeoutError(f"{where} did not answer within {timeout:g} s: {detail}")
     if kind == "rate_limited":
@@ -168,8 +226,4 @@ def map_error(
         return JudgeUnavailableError(
             f"{where} was unavailable after {max_retries} retries: {detail}"
         )
-    if sent_response_format and rejects_response_format(exc):
-        rejected = ResponseFormatRejected(detail)
-        rejected.__cause__ = exc
-        return rejected
     return JudgeError(f"{where} failed: {detail}")

@@ -16,7 +16,7 @@ from tracescore._suppress import suppressed
 
 from .cache import JudgeCacheInfo, RequestCache
 from .calls import Caller
-from .output import check_schema_name, parse, schema_json
+from .output import check_response_format, check_schema_name, parse, schema_json
 from .reply import JudgeReply, SchemaT
 from .scrub import redact_url, short_repr
 
@@ -62,6 +62,16 @@ class Judge:
             tracescore._judge.process``, one per application process, started on first use)
             so their CPU work does not compete with the application's threads for the GIL.
             Default ``TRACESCORE_JUDGE_OUT_OF_PROCESS`` (``true``/``false``), else False.
+        response_format: the structured output asked for. ``"auto"`` (default) starts with
+            ``json_schema`` and, when a server refuses it (HTTP 400, 422, or a 5xx naming the
+            response format, as llama.cpp's server answers), steps down to ``json_object``
+            (with the schema attached for servers that constrain decoding with it, then
+            without), then to no ``response_format`` with JSON asked for in the prompt; the
+            mode a judge settles on is remembered and logged at debug level. A refusal is
+            never retried as an outage. ``"json_schema"``, ``"json_object"`` or ``"none"``
+            fix the mode up front (no probing calls; a refusal is then a ``JudgeError``):
+            ``"json_object"`` suits llama.cpp, Ollama and vLLM servers, ``"none"`` servers
+            that take no ``response_format`` at all.
         transport: how calls reach the model: ``"direct"`` (tracescore's own HTTP client for
             the OpenAI chat-completions protocol: no litellm import, ~0.1x its CPU per call),
             ``"litellm"``, or ``"auto"``: direct for ``openai/...``, ``hosted_vllm/...``,
@@ -75,8 +85,8 @@ class Judge:
 
     Raises:
         ConfigurationError: ``model`` is not a non-empty string, a numeric option is out of
-            range, or a keyword tracescore controls (``messages``, ``response_format``,
-            ``stream``, ...) was passed.
+            range, ``response_format`` is not one of the four modes, or a keyword tracescore
+            controls (``messages``, ``stream``, ...) was passed.
 
     Example:
         >>> judge = Judge("openai/gpt-4o-mini", timeout=30)
@@ -93,6 +103,7 @@ class Judge:
         retry_backoff: float = DEFAULT_RETRY_BACKOFF,
         cache_size: int = DEFAULT_CACHE_SIZE,
         out_of_process: bool | None = None,
+        response_format: str = "auto",
         transport: str | None = None,
         **litellm_kwargs: Any,
     ) -> None:
@@ -128,6 +139,7 @@ class Judge:
             raise ConfigurationError("Judge out_of_process takes True, False or None")
         if out_of_process is None:
             out_of_process = _env.judge_out_of_process()
+        check_response_format(response_format)
         self.model: str = model.strip()
         self._kwargs: dict[str, Any] = dict(litellm_kwargs)
         self._caller = Caller(
@@ -137,6 +149,7 @@ class Judge:
             max_retries=max_retries,
             retry_backoff=float(retry_backoff),
             out_of_process=out_of_process,
+            response_format=response_format,
             transport=_env.judge_transport() if transport is None else transport,
         )
         self._cache = RequestCache(self.model, self._kwargs, cache_size) if cache_size else None

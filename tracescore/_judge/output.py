@@ -1,10 +1,30 @@
 """Structured output: what the judge asks the model for, and how its answer is read.
 
 A judge call asks for ``response_format`` of type ``json_schema`` whose ``json_schema.name`` is
-the step's name (``answer_relevancy_statements``, ...). When the provider rejects that with
-HTTP 400, the judge falls back to JSON mode (``{"type": "json_object"}``) and then to no
-``response_format`` at all, with the schema written into the system prompt under a
-``Schema name: <name>`` line; ``ModeFallback`` remembers how far a judge has fallen.
+the step's name (``answer_relevancy_statements``, ...). Servers differ in what they take, so
+a judge steps down these modes when a server rejects one (``failures.rejects_response_format``
+recognises the rejection: HTTP 400, 422 or 5xx naming the response format), and
+``ModeFallback`` remembers how far it fell:
+
+=====================  ============================================================  =========
+mode                   ``response_format`` sent                                       schema in
+                                                                                      the prompt
+=====================  ============================================================  =========
+``json_schema``        ``{"type": "json_schema", "json_schema": {name, schema, ...}}``  no
+``json_object``        ``{"type": "json_object", "schema": {...}}``                   yes
+``json_object_plain``  ``{"type": "json_object"}``                                    yes
+``none``               none                                                           yes
+=====================  ============================================================  =========
+
+The ``schema`` key on ``json_object`` is the extension llama.cpp's servers (and
+llama-cpp-python's) read to constrain decoding with a grammar built from the schema: a small
+local model then cannot answer outside it. It is sent first because a server that ignores it
+loses nothing; one that refuses it (a strict validator) costs one rejected call, once per
+judge, before ``json_object_plain``. Servers seen here: OpenAI, Azure, vLLM and Gemini (through
+litellm) take ``json_schema``; Anthropic through litellm gets a tool instead; llama.cpp's
+server answers ``json_schema`` with HTTP 500 ("Input should be 'text' or 'json_object'") and
+takes ``json_object``; LM Studio takes ``json_schema`` but refuses ``json_object``; older TGI
+answers HTTP 422 to both. When every mode is refused, the call is an error.
 
 Answers are parsed as JSON (slightly broken JSON is repaired with ``json-repair``, off the loop),
 validated with the pydantic schema and then with the caller's own check; an answer that fails,
@@ -17,24 +37,37 @@ from __future__ import annotations
 import copy
 import functools
 import json
+import logging
 import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Literal
 
 from tracescore._cpu import run_cpu
-from tracescore._errors import ConfigurationError
+from tracescore._errors import ConfigurationError, JudgeError
 
 from .reply import SchemaT
-from .scrub import MAX_ERROR_CHARS
+from .scrub import MAX_ERROR_CHARS, short_repr
 
 if TYPE_CHECKING:
     from pydantic import BaseModel
 
-ResponseMode = Literal["json_schema", "json_object", "none"]
+ResponseMode = Literal["json_schema", "json_object", "json_object_plain", "none"]
 _FALLBACK: dict[ResponseMode, ResponseMode | None] = {
     "json_schema": "json_object",
-    "json_object": "none",
+    "json_object": "json_object_plain",
+    "json_object_plain": "none",
     "none": None,
+}
+_ORDER: tuple[ResponseMode, ...] = ("json_schema", "json_object", "json_object_plain", "none")
+logger = logging.getLogger("tracescore")
+
+# What ``Judge(response_format=...)`` accepts: where the modes start, and, when fixed, which
+# modes a judge may use (fixed JSON mode may still drop the schema key, never JSON mode).
+RESPONSE_FORMATS = ("auto", "json_schema", "json_object", "none")
+_FIXED_MODES: dict[str, tuple[ResponseMode, ...]] = {
+    "json_schema": ("json_schema",),
+    "json_object": ("json_object", "json_object_plain"),
+    "none": ("none",),
 }
 
 # How much of a rejected answer is echoed back in the repair prompt.
@@ -48,14 +81,24 @@ class InvalidOutput(Exception):
 class ModeFallback:
     """The structured-output mode a judge uses now; it only ever falls back, never returns.
 
+    Args:
+        response_format: ``"auto"`` (start at ``json_schema`` and step down as servers
+            reject), or ``"json_schema"``, ``"json_object"`` or ``"none"`` to fix the mode up
+            front (``json_object`` may still drop its ``schema`` key).
+        model: the judge's model string, for the debug log.
+
     Example:
         >>> modes = ModeFallback()
         >>> modes.current, modes.fall_back("json_schema"), modes.current
         ('json_schema', 'json_object', 'json_object')
     """
 
-    def __init__(self) -> None:
-        self._mode: ResponseMode = "json_schema"
+    def __init__(self, response_format: str = "auto", model: str = "") -> None:
+        self.response_format = check_response_format(response_format)
+        self._allowed: tuple[ResponseMode, ...] | None = _FIXED_MODES.get(response_format)
+        self._mode: ResponseMode = "json_schema" if self._allowed is None else self._allowed[0]
+        self._settled: ResponseMode | None = None
+        self._model = model
         self._lock = threading.Lock()
 
     @property
@@ -65,12 +108,66 @@ class ModeFallback:
 
     def fall_back(self, rejected: ResponseMode) -> ResponseMode | None:
         """Record that the provider rejected ``rejected``; return the mode to try next, or
-        ``None`` when there is nothing left to fall back to."""
+        ``None`` when there is nothing left to fall back to (or the mode was fixed)."""
         next_mode = _FALLBACK[rejected]
+        if next_mode is not None and self._allowed is not None and next_mode not in self._allowed:
+            next_mode = None
         if next_mode is not None:
             with self._lock:
-                self._mode = next_mode
+                # Concurrent calls may report the same rejection: never step back up.
+                if _ORDER.index(next_mode) > _ORDER.index(self._mode):
+                    self._mode = next_mode
         return next_mode
+
+    def settled(self, mode: ResponseMode) -> None:
+        """Record that a request in ``mode`` was answered; the first time a judge settles on
+        a mode (or a different one) is logged at debug level."""
+        if self._settled == mode:
+            return
+        with self._lock:
+            if self._settled == mode:
+                return
+            self._settled = mode
+        logger.debug(
+            "tracescore judge %r: structured output settled on %s (response_format=%s)",
+            self._model, describe_mode(mode), self.response_format,
+        )
+
+    def exhausted(self, model: str, rejected: ResponseMode, detail: str) -> JudgeError:
+        """The error for a request whose last allowed mode was rejected too."""
+        if self._allowed is not None:
+            hint = (f"the mode was fixed with Judge(response_format={self.response_format!r}); "
+                    "try response_format='auto'")
+        else:
+            hint = "every structured-output mode was refused"
+        return JudgeError(
+            f"judge {model!r} rejected the request's response_format ({describe_mode(rejected)}):"
+            f" {hint}: {detail}"
+        )
+
+
+def describe_mode(mode: ResponseMode) -> str:
+    """A mode as the log and error messages name it."""
+    return {
+        "json_schema": "json_schema",
+        "json_object": "json_object with the schema attached",
+        "json_object_plain": "json_object",
+        "none": "no response_format (JSON asked for in the prompt)",
+    }[mode]
+
+
+def check_response_format(value: object) -> str:
+    """``value`` when it is one of ``RESPONSE_FORMATS``.
+
+    Raises:
+        ConfigurationError: it is not.
+    """
+    if not isinstance(value, str) or value not in RESPONSE_FORMATS:
+        raise ConfigurationError(
+            f"Judge response_format must be one of {', '.join(map(repr, RESPONSE_FORMATS))}, "
+            f"got {short_repr(value)}"
+        )
+    return value
 
 
 def check_schema_name(name: str) -> None:
@@ -93,14 +190,18 @@ def response_format(
     mode: ResponseMode, schema: type[BaseModel], name: str
 ) -> dict[str, Any] | None:
     """The ``response_format`` argument for ``mode`` (``None``: send none). Needs litellm
-    imported for ``json_schema``."""
-    if mode == "json_object":
+    imported for ``json_schema`` and ``json_object``."""
+    if mode == "json_object_plain":
         return {"type": "json_object"}
     if mode == "none":
         return None
     # Building the strict schema costs as much as a tenth of a judge call's CPU: do it once per
     # (schema, name) and hand each call its own copy (litellm may mutate what it is given).
-    return copy.deepcopy(_strict_response_format(schema, name))
+    strict = copy.deepcopy(_strict_response_format(schema, name))
+    if mode == "json_object":
+        # The strict form (every property required, no extra ones) makes the tightest grammar.
+        return {"type": "json_object", "schema": strict["json_schema"]["schema"]}
+    return strict
 
 
 @functools.lru_cache(maxsize=256)
