@@ -1,4 +1,5 @@
-"""Backend tests: each starts a real backend on loopback and feeds it the HaluEval demo.
+"""Whether a backend is installed, for the backend tests (each starts a real backend on
+loopback and feeds it the HaluEval demo).
 
 A backend that is not installed skips its tests with the reason, unless ``TRACESCORE_BACKENDS=1``
 (set by CI after ``scripts/backends.sh``): then a missing backend fails them.

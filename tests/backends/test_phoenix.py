@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from tests.backends import servers
-from tests.backends.conftest import require_binary
+from tests.backends.installed import require_binary
 from tests.test_examples import AGENT_SPAN, CHAT_SPAN, RETRIEVAL_SPAN, data_rows, run_demo
 
 PROJECT = "halueval-rag-demo"

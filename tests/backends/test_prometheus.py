@@ -30,7 +30,7 @@ import pytest
 import yaml
 
 from tests.backends import servers
-from tests.backends.conftest import require_binary
+from tests.backends.installed import require_binary
 from tests.test_examples import data_rows, script_judge
 from tracescore.testing import ScriptedJudge
 
