@@ -9,12 +9,14 @@ import tracescore
 import tracescore.scorers
 
 PUBLIC = [
-    "ConfigurationError", "EvalItem", "EvalItemResult", "EvalResult", "FileSpanExporter",
+    "CalibrationResult", "ConfigurationError", "EvalItem", "EvalItemResult", "EvalResult",
+    "FileSpanExporter",
     "InvalidJudgeOutputError", "ItemScore", "Judge", "JudgeError", "JudgeRateLimitedError",
     "JudgeTimeoutError", "JudgeUnavailableError", "NoJudgeConfiguredError", "ScoreEvent",
     "ScorerError", "ScorerSummary", "ScoringError", "ScoringRule", "Stats", "TargetError",
     "Tracescore", "TracescoreError", "__version__", "agent", "arun_evals", "bind_context",
-    "configure", "force_flush", "llm", "retrieval", "run_evals", "scorers", "shutdown", "stats",
+    "calibrate", "configure", "force_flush", "llm", "retrieval", "run_evals", "scorers",
+    "shutdown", "stats",
     "tool",
 ]
 

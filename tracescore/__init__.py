@@ -49,6 +49,7 @@ from ._writers.callback import ScoreEvent
 
 if TYPE_CHECKING:
     from . import scorers
+    from ._calibrate import CalibrationResult, calibrate
     from ._evals import (
         EvalItem,
         EvalItemResult,
@@ -77,10 +78,15 @@ def __getattr__(name: str) -> Any:
         value = getattr(importlib.import_module("._evals", __name__), name)
         globals()[name] = value
         return value
+    if name in ("calibrate", "CalibrationResult"):  # judge calibration: offline tooling too
+        value = getattr(importlib.import_module("._calibrate", __name__), name)
+        globals()[name] = value
+        return value
     raise AttributeError(f"module 'tracescore' has no attribute {name!r}")
 
 
 __all__ = [
+    "CalibrationResult",
     "ConfigurationError",
     "EvalItem",
     "EvalItemResult",
@@ -107,6 +113,7 @@ __all__ = [
     "agent",
     "arun_evals",
     "bind_context",
+    "calibrate",
     "configure",
     "force_flush",
     "llm",

@@ -20,6 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from . import _env
+from ._calibrate_cli import add_calibrate_parser, run_calibrate
+from ._cli_judge import add_judge_options, judge_from_args
 
 __all__ = ["EXIT_FAILED", "EXIT_PASSED", "EXIT_USAGE", "main"]
 
@@ -84,11 +86,8 @@ def _parser() -> argparse.ArgumentParser:
         metavar="N",
         help="items in flight at once (default 1)",
     )
-    ev.add_argument(
-        "--judge",
-        metavar="MODEL",
-        help="litellm model string of the judge for LLM scorers (default: "
-        "TRACESCORE_JUDGE_MODEL, or the judge the target module configured)",
+    add_judge_options(
+        ev, default_help="TRACESCORE_JUDGE_MODEL, or the judge the target module configured"
     )
     ev.add_argument("--name", metavar="NAME", help="experiment name (default: the function's)")
     ev.add_argument("--report", metavar="FILE", help="write the full result as JSON")
@@ -112,6 +111,7 @@ def _parser() -> argparse.ArgumentParser:
     )
 
     commands.add_parser("scorers", help="list the scorer ids tracescore eval accepts")
+    add_calibrate_parser(commands)
     serve = commands.add_parser(
         "serve", help="score OTLP traffic as a service (behind an OpenTelemetry Collector)",
         description="Receive OTLP (gRPC and HTTP), score spans by the rules of a configuration "
@@ -295,7 +295,7 @@ def _run_eval(args: argparse.Namespace) -> int:
         raise UsageError("--concurrency takes an integer >= 1")
     if not args.scorer and not args.gate:
         raise UsageError("name at least one --scorer or --gate")
-    judge = tracescore.Judge(args.judge) if args.judge else None
+    judge = judge_from_args(args)
     for option, path in (("--report", args.report), ("--junit", args.junit)):
         if path:
             # Checked before the run: a long evaluation must not end in an unwritable path.
@@ -398,6 +398,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_PASSED
     if args.command == "serve":
         return _run_serve(args)
+    if args.command == "calibrate":
+        return run_calibrate(args)
     try:
         return _run_eval(args)
     except (UsageError, ConfigurationError) as exc:

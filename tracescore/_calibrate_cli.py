@@ -1,0 +1,93 @@
+"""``tracescore calibrate``: the command line of ``tracescore.calibrate``.
+
+Exit codes: 0 when every requirement held, 1 when ``--min-accuracy``/``--min-kappa`` was
+missed or no item was scored, 2 when the run could not be made (bad arguments, data, scorer, a
+missing judge, a state file of another run).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import traceback
+from pathlib import Path
+from typing import Any
+
+from ._cli_judge import add_judge_options, judge_from_args
+
+EXIT_PASSED, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+
+
+def add_calibrate_parser(commands: Any) -> None:
+    """Add the ``calibrate`` subcommand to the ``tracescore`` parser's subparsers."""
+    cal = commands.add_parser(
+        "calibrate",
+        help="measure how a scorer and its judge agree with human labels",
+        description=(
+            "Score every item of a labelled dataset (.jsonl, .json or .csv: output, label "
+            "(pass/fail or a number), and input/context/ground_truth as the scorer needs, id) "
+            "and report accuracy, Cohen's kappa, the confusion matrix, the threshold that "
+            "maximises agreement and the cost. Resumable with --state. Exit 0, 1 (a --min-* "
+            "missed or nothing scored) or 2 (could not run)."
+        ),
+    )
+    cal.add_argument("data", metavar="DATA", help="the labelled items")
+    cal.add_argument("--scorer", required=True, metavar="ID[:THRESHOLD]",
+                     help="the scorer id (e.g. faithfulness, hallucination:0.3); the threshold "
+                     "defaults to half the scorer's scale")
+    add_judge_options(cal, default_help="TRACESCORE_JUDGE_MODEL")
+    cal.add_argument("--state", metavar="FILE",
+                     help="append each item's outcome to FILE and skip the items it already "
+                     "holds (resume an interrupted run)")
+    cal.add_argument("--label-threshold", type=float, default=0.5, metavar="X",
+                     help="a numeric human label passes at X or above (default 0.5)")
+    cal.add_argument("--concurrency", type=int, default=1, metavar="N",
+                     help="items scored at once (default 1)")
+    cal.add_argument("--min-accuracy", type=float, default=None, metavar="A",
+                     help="exit 1 when the accuracy at the threshold is below A (0..1)")
+    cal.add_argument("--min-kappa", type=float, default=None, metavar="K",
+                     help="exit 1 when Cohen's kappa at the threshold is below K")
+    cal.add_argument("--report", metavar="FILE", help="write the full result as JSON")
+    cal.add_argument("--junit", metavar="FILE", help="write JUnit XML")
+    cal.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
+                     help="progress bar on stderr (default: when stderr is a terminal)")
+
+
+def run_calibrate(args: argparse.Namespace) -> int:
+    """Run ``tracescore calibrate``; return the exit code."""
+    from ._calibrate import calibrate
+    from ._calibrate_report import write_junit, write_report
+    from ._cli import UsageError, _parse_scorer
+    from ._errors import ConfigurationError
+
+    try:
+        scorer_id, threshold = _parse_scorer(args.scorer)
+        judge = judge_from_args(args)
+        for path in (args.report, args.junit):
+            if path:
+                Path(path).parent.mkdir(parents=True, exist_ok=True)
+        result = calibrate(
+            args.data, scorer_id, judge=judge, threshold=threshold,
+            label_threshold=args.label_threshold, state_file=args.state,
+            concurrency=args.concurrency, progress=args.progress,
+            min_accuracy=args.min_accuracy, min_kappa=args.min_kappa,
+        )
+    except (UsageError, ConfigurationError, OSError) as exc:
+        print(f"tracescore calibrate: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        where = f"; run it again with --state {args.state} to go on" if args.state else ""
+        print(f"tracescore calibrate: interrupted{where}", file=sys.stderr)
+        return 130
+    except Exception:
+        print("tracescore calibrate: error: the run could not be completed:\n"
+              f"{traceback.format_exc().rstrip()}", file=sys.stderr)
+        return EXIT_USAGE
+    print(result.table())
+    if args.report:
+        write_report(result, args.report)
+        print(f"report: {args.report}")
+    if args.junit:
+        write_junit(result, args.junit)
+        print(f"junit: {args.junit}")
+    return EXIT_PASSED if result.passed else EXIT_FAILED

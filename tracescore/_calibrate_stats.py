@@ -1,0 +1,162 @@
+"""Agreement between a judge and human labels: confusion matrix, accuracy, Cohen's kappa and the
+threshold that maximises agreement. Pure arithmetic on ``(score, human_pass)`` pairs, no I/O.
+
+Sources:
+
+* Cohen's kappa: J. Cohen, "A coefficient of agreement for nominal scales", Educational and
+  Psychological Measurement 20(1), 1960, pp. 37-46: ``kappa = (p_o - p_e) / (1 - p_e)`` where
+  ``p_o`` is the observed share of agreement and ``p_e = sum_k p_human(k) * p_judge(k)`` the
+  agreement expected by chance from each rater's own label shares.
+* The interpretation bands quoted in reports (slight < 0.2 < fair < 0.4 < moderate < 0.6 <
+  substantial < 0.8 < almost perfect): J. R. Landis and G. G. Koch, "The measurement of
+  observer agreement for categorical data", Biometrics 33(1), 1977, pp. 159-174.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+__all__ = ["Agreement", "agreement", "best_threshold", "cohen_kappa", "kappa_band"]
+
+
+@dataclass(frozen=True)
+class Agreement:
+    """How a judge's pass/fail at one threshold agrees with the human labels.
+
+    Attributes:
+        threshold: the score threshold the judge's labels were taken at.
+        n: items compared (both a score and a human label).
+        true_pass: human pass, judge pass.
+        false_pass: human fail, judge pass (the judge let a bad output through).
+        false_fail: human pass, judge fail (the judge flagged a good output).
+        true_fail: human fail, judge fail.
+        accuracy: share of items where both agree, 0..1 (None when ``n`` is 0).
+        kappa: Cohen's kappa, -1..1 (None when undefined: ``n`` is 0, or chance agreement is
+            1 because both raters gave a single label to everything).
+    """
+
+    threshold: float
+    n: int
+    true_pass: int
+    false_pass: int
+    false_fail: int
+    true_fail: int
+    accuracy: float | None
+    kappa: float | None
+
+    def confusion(self) -> dict[str, dict[str, int]]:
+        """The confusion matrix as ``{human label: {judge label: count}}``."""
+        return {
+            "pass": {"pass": self.true_pass, "fail": self.false_fail},
+            "fail": {"pass": self.false_pass, "fail": self.true_fail},
+        }
+
+
+def judge_passes(score: float, threshold: float, higher_is_better: bool) -> bool:
+    """Whether ``score`` passes ``threshold`` (inclusive), as ``tracescore`` labels scores."""
+    return score >= threshold if higher_is_better else score <= threshold
+
+
+def cohen_kappa(tp: int, fp: int, fn: int, tn: int) -> float | None:
+    """Cohen's kappa of a 2x2 table (Cohen 1960).
+
+    Args:
+        tp: both pass. fp: judge pass, human fail. fn: judge fail, human pass. tn: both fail.
+
+    Returns:
+        ``(p_o - p_e) / (1 - p_e)``; None when the table is empty or ``p_e`` is 1.
+
+    Example:
+        >>> cohen_kappa(4, 1, 1, 4)   # p_o = 0.8, p_e = 0.5
+        0.6
+    """
+    n = tp + fp + fn + tn
+    if n == 0:
+        return None
+    observed = (tp + tn) / n
+    human_pass, judge_pass = (tp + fn) / n, (tp + fp) / n
+    expected = human_pass * judge_pass + (1 - human_pass) * (1 - judge_pass)
+    if expected >= 1.0:
+        return None
+    return round((observed - expected) / (1 - expected), 12)
+
+
+def agreement(
+    pairs: Sequence[tuple[float, bool]], threshold: float, higher_is_better: bool = True
+) -> Agreement:
+    """The agreement of the judge's labels at ``threshold`` with the human labels.
+
+    Args:
+        pairs: ``(judge score, human says pass)`` per item.
+        threshold: where the judge's pass starts (inclusive; ``<=`` when lower is better).
+        higher_is_better: the scorer's direction.
+    """
+    tp = fp = fn = tn = 0
+    for score, human_pass in pairs:
+        passed = judge_passes(score, threshold, higher_is_better)
+        if human_pass and passed:
+            tp += 1
+        elif human_pass:
+            fn += 1
+        elif passed:
+            fp += 1
+        else:
+            tn += 1
+    n = len(pairs)
+    return Agreement(threshold, n, tp, fp, fn, tn,
+                     (tp + tn) / n if n else None, cohen_kappa(tp, fp, fn, tn))
+
+
+def best_threshold(
+    pairs: Sequence[tuple[float, bool]], default: float, higher_is_better: bool = True
+) -> Agreement | None:
+    """The threshold that maximises accuracy on ``pairs``, and its agreement.
+
+    The candidates are the distinct scores themselves (with an inclusive threshold, every
+    other value gives the same labels as the nearest score on its passing side) plus
+    ``default``. Ties go to the higher kappa, then to the candidate nearest ``default``, so a
+    threshold moves only when it buys agreement. It is fitted on the same items it is
+    measured on: on a few dozen items the gain is optimistic.
+
+    Returns:
+        The best ``Agreement``; None without pairs.
+
+    Example:
+        >>> best_threshold([(0.2, False), (0.6, True), (0.4, True)], 0.5).threshold
+        0.4
+    """
+    if not pairs:
+        return None
+    candidates = sorted({score for score, _ in pairs} | {default})
+    # An extra candidate past the best score: "fail everything" is a labelling too.
+    step = 1e-9 + abs(candidates[-1]) * 1e-9
+    candidates.append(candidates[-1] + step if higher_is_better else candidates[0] - step)
+    best: Agreement | None = None
+    best_key: tuple[float, float, float] | None = None
+    for threshold in candidates:
+        result = agreement(pairs, threshold, higher_is_better)
+        key = (result.accuracy or 0.0,
+               result.kappa if result.kappa is not None else -2.0,
+               -abs(threshold - default))
+        if best_key is None or key > best_key:
+            best, best_key = result, key
+    return best
+
+
+def kappa_band(kappa: float | None) -> str:
+    """Landis and Koch's (1977) name for a kappa value.
+
+    Example:
+        >>> kappa_band(0.6)
+        'moderate'
+    """
+    if kappa is None:
+        return "undefined"
+    if kappa < 0:
+        return "poor"
+    for bound, name in ((0.2, "slight"), (0.4, "fair"), (0.6, "moderate"),
+                        (0.8, "substantial")):
+        if kappa <= bound:
+            return name
+    return "almost perfect"
