@@ -74,11 +74,100 @@ def test_named_tool_and_llm_spans(exporter: Any) -> None:
     for key in ("input.value", "input.mime_type", "output.value", "output.mime_type"):
         tool_attrs.pop(key)
     assert tool_attrs == {}
-    llm_attrs = dict(spans["chat gpt-4o-mini"].attributes)
+    assert spans["execute_tool lookup_order"].kind.name == "INTERNAL"
+    llm_span = spans["chat gpt-4o-mini"]
+    assert llm_span.kind.name == "CLIENT"  # a model in another process, as the conventions ask
+    llm_attrs = dict(llm_span.attributes)
     pop_common(llm_attrs, "chat", "LLM", "llm")
     assert llm_attrs.pop("gen_ai.request.model") == "gpt-4o-mini"
     assert llm_attrs.pop("llm.model_name") == "gpt-4o-mini"
     assert llm_attrs.pop("gen_ai.provider.name") == "openai"
+    assert llm_attrs.pop("llm.provider") == "openai"
+    assert llm_attrs.pop("gen_ai.system") == "openai"  # the older name, without the opt-in
+    assert json.loads(llm_attrs.pop("gen_ai.input.messages")) == [
+        {"role": "user", "parts": [{"type": "text", "content": "hello"}]}]
+    assert json.loads(llm_attrs.pop("gen_ai.output.messages")) == [
+        {"role": "assistant", "parts": [{"type": "text", "content": "hi"}],
+         "finish_reason": "stop"}]
+    assert llm_attrs.pop("llm.input_messages.0.message.role") == "user"
+    assert llm_attrs.pop("llm.input_messages.0.message.content") == "hello"
+    assert llm_attrs.pop("llm.output_messages.0.message.role") == "assistant"
+    assert llm_attrs.pop("llm.output_messages.0.message.content") == "hi"
+    assert json.loads(llm_attrs.pop("input.value")) == {
+        "messages": [{"role": "user", "content": "hello"}]}
+    assert json.loads(llm_attrs.pop("output.value")) == "hi"
+    for key in ("input.mime_type", "output.mime_type"):
+        llm_attrs.pop(key)
+    assert llm_attrs == {}
+
+
+def test_llm_system_instructions_tool_calls_and_in_process_model(exporter: Any) -> None:
+    @tracescore.llm(model="local-7b", remote=False)
+    def call_model(messages: list[dict[str, Any]], system: str) -> dict[str, Any]:
+        return {"role": "assistant", "content": "Paris."}
+
+    call_model([{"role": "user", "content": "Capital?"},
+                {"role": "assistant", "content": None, "tool_calls": [
+                    {"id": "c1", "function": {"name": "lookup", "arguments": '{"q": "x"}'}}]},
+                {"role": "tool", "tool_call_id": "c1", "content": "France: Paris"}],
+               system="Answer briefly.")
+    (span,) = finished(exporter)
+    assert span.kind.name == "INTERNAL"  # remote=False: the model runs in this process
+    attrs = dict(span.attributes)
+    assert json.loads(attrs["gen_ai.system_instructions"]) == [
+        {"type": "text", "content": "Answer briefly."}]
+    assert json.loads(attrs["gen_ai.input.messages"]) == [
+        {"role": "user", "parts": [{"type": "text", "content": "Capital?"}]},
+        {"role": "assistant", "parts": [
+            {"type": "tool_call", "id": "c1", "name": "lookup", "arguments": {"q": "x"}}]},
+        {"role": "tool", "parts": [
+            {"type": "tool_call_response", "id": "c1", "response": "France: Paris"}]}]
+    assert attrs["llm.input_messages.2.message.role"] == "tool"
+    assert "gen_ai.provider.name" not in attrs and "gen_ai.system" not in attrs
+    assert json.loads(attrs["gen_ai.output.messages"])[0]["parts"] == [
+        {"type": "text", "content": "Paris."}]
+
+
+def test_llm_without_content_capture_writes_no_messages(exporter: Any) -> None:
+    @tracescore.llm(capture_content=False)
+    def call_model(prompt: str) -> str:
+        return "secret answer"
+
+    call_model("secret question")
+    (span,) = finished(exporter)
+    assert not [k for k in span.attributes if "messages" in k or "value" in k]
+
+
+def test_latest_conventions_opt_in_drops_the_older_provider_name(
+        exporter: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OTEL_SEMCONV_STABILITY_OPT_IN", "http, gen_ai_latest_experimental")
+
+    @tracescore.llm(model="m", provider="anthropic")
+    def call_model(prompt: str) -> str:
+        return "x"
+
+    call_model("p")
+    (span,) = finished(exporter)
+    assert span.attributes["gen_ai.provider.name"] == "anthropic"
+    assert "gen_ai.system" not in span.attributes
+
+
+def test_retrieval_is_a_client_span_with_its_data_source(exporter: Any) -> None:
+    @tracescore.retrieval(name="kb", data_source="kb-articles")
+    def search(query: str) -> list[str]:
+        return ["alpha"]
+
+    @tracescore.retrieval(name="local", remote=False)
+    def search_here(query: str) -> list[str]:
+        return ["beta"]
+
+    search("q")
+    search_here("q")
+    spans = by_name(finished(exporter))
+    assert spans["retrieval kb"].kind.name == "CLIENT"
+    assert spans["retrieval kb"].attributes["gen_ai.data_source.id"] == "kb-articles"
+    assert spans["retrieval local"].kind.name == "INTERNAL"
+    assert "gen_ai.data_source.id" not in spans["retrieval local"].attributes
 
 
 def test_retrieval_documents_recorded(exporter: Any) -> None:
@@ -98,8 +187,8 @@ def test_retrieval_documents_recorded(exporter: Any) -> None:
     docs = json.loads(attrs["gen_ai.retrieval.documents"])
     assert docs == [
         {"id": "d1", "score": 0.9, "content": "alpha"},
-        {"id": None, "score": None, "content": "beta"},
-        {"id": None, "score": None, "content": "gamma"},
+        {"content": "beta"},  # absent id and score left out, never null
+        {"content": "gamma"},
     ]
     assert attrs["retrieval.documents.0.document.id"] == "d1"
     assert attrs["retrieval.documents.0.document.score"] == 0.9

@@ -23,7 +23,7 @@ from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
-from . import _env, _handoff, _state
+from . import _chat_messages, _env, _handoff, _state
 from . import _semconv as sc
 from ._errors import ConfigurationError
 from ._handoff import CallRecord
@@ -58,6 +58,7 @@ class _Spec:
         "kind",
         "name",
         "span_name",
+        "span_kind",
         "attributes",
         "capture",
         "param_names",
@@ -75,6 +76,8 @@ class _Spec:
         model: str | None,
         provider: str | None,
         attributes: dict[str, Any] | None,
+        remote: bool | None = None,
+        data_source: str | None = None,
     ) -> None:
         prefix, operation, oi_kind = _KINDS[kind]
         self.kind = kind
@@ -96,6 +99,16 @@ class _Spec:
             attrs[sc.LLM_MODEL_NAME] = model
         if provider:
             attrs[sc.GEN_AI_PROVIDER_NAME] = provider
+            attrs[sc.LLM_PROVIDER] = provider
+            if not _env.semconv_gen_ai_latest():
+                attrs[sc.GEN_AI_SYSTEM] = provider  # the name before the latest conventions
+        if kind == "retrieval" and data_source:
+            attrs[sc.GEN_AI_DATA_SOURCE_ID] = data_source
+        # The GenAI conventions: a model call or a retrieval from another process is a CLIENT
+        # span (INTERNAL when the model or index runs in this process); agents and tools are
+        # INTERNAL.
+        remote_kind = kind in ("llm", "retrieval") and remote is not False
+        self.span_kind = SpanKind.CLIENT if remote_kind else SpanKind.INTERNAL
         if attributes:
             attrs.update(attributes)
         self.attributes = attrs
@@ -192,7 +205,7 @@ def _start(spec: _Spec, instance: Any, args: tuple[Any, ...], kwargs: dict[str, 
     Span, CallRecord | None, Any
 ]:
     tracer = _state.tracer or trace.get_tracer(sc.INSTRUMENTATION_SCOPE)
-    span = tracer.start_span(spec.span_name, kind=SpanKind.INTERNAL, attributes=spec.attributes)
+    span = tracer.start_span(spec.span_name, kind=spec.span_kind, attributes=spec.attributes)
     payload: CallRecord | None = None
     try:
         capture = _capture_enabled(spec)
@@ -206,6 +219,8 @@ def _start(spec: _Spec, instance: Any, args: tuple[Any, ...], kwargs: dict[str, 
                 span.set_attribute(sc.INPUT_MIME_TYPE, sc.MIME_JSON)
                 if spec.kind == "tool":
                     span.set_attribute(sc.GEN_AI_TOOL_CALL_ARGUMENTS, text)
+                elif spec.kind == "llm":
+                    _record_input_messages(span, arguments, limit)
     except Exception:
         _internal_error("recording the input")
     token = otel_context.attach(trace.set_span_in_context(span))
@@ -234,6 +249,9 @@ def _finish(spec: _Spec, span: Span, payload: CallRecord | None, output: Any) ->
             span.set_attribute(sc.OUTPUT_MIME_TYPE, sc.MIME_JSON)
             if spec.kind == "tool":
                 span.set_attribute(sc.GEN_AI_TOOL_CALL_RESULT, text)
+            elif spec.kind == "llm":
+                _record_messages(span, _chat_messages.output_messages(output),
+                                 sc.GEN_AI_OUTPUT_MESSAGES, sc.LLM_OUTPUT_MESSAGES, limit)
     except Exception:
         _internal_error("recording the output")
 
@@ -250,7 +268,9 @@ def _record_documents(span: Span, docs: list[Any], limit: int) -> None:
     # Each document's content is written once, here: the contract puts it in
     # gen_ai.retrieval.documents, one value under one length limit. Writing it into the
     # flattened form too doubled every retrieval span's size on the wire.
-    rows = [{"id": d.id, "score": d.score, "content": d.content} for d in docs]
+    # Absent fields are left out, never written as null (the conventions' schema has no nulls).
+    rows = [{k: v for k, v in (("id", d.id), ("score", d.score), ("content", d.content))
+             if v is not None} for d in docs]
     span.set_attribute(sc.GEN_AI_RETRIEVAL_DOCUMENTS, to_json(rows, limit))
     # OpenInference's flattened form, which Phoenix renders as a document list: ids and scores.
     for i, d in enumerate(docs[:_MAX_FLAT_DOCUMENTS]):
@@ -259,6 +279,28 @@ def _record_documents(span: Span, docs: list[Any], limit: int) -> None:
             span.set_attribute(prefix + sc.DOCUMENT_ID, d.id)
         if d.score is not None:
             span.set_attribute(prefix + sc.DOCUMENT_SCORE, d.score)
+
+
+def _record_input_messages(span: Span, arguments: dict[str, Any], limit: int) -> None:
+    system = _chat_messages.system_instructions(arguments)
+    if system:
+        span.set_attribute(sc.GEN_AI_SYSTEM_INSTRUCTIONS, to_json(system, limit))
+    _record_messages(span, _chat_messages.input_messages(arguments), sc.GEN_AI_INPUT_MESSAGES,
+                     sc.LLM_INPUT_MESSAGES, limit)
+
+
+def _record_messages(span: Span, messages: list[dict[str, Any]] | None, genai_key: str,
+                     oi_prefix: str, limit: int) -> None:
+    """The messages as GenAI JSON (one value under one length limit) and in OpenInference's
+    flattened form (role and text per message, for Phoenix's chat view; at most
+    ``_MAX_FLAT_DOCUMENTS`` messages, the rest are in the JSON)."""
+    if not messages:
+        return
+    span.set_attribute(genai_key, to_json(messages, limit))
+    for i, (role, content) in enumerate(_chat_messages.flattened(messages[:_MAX_FLAT_DOCUMENTS])):
+        prefix = f"{oi_prefix}.{i}."
+        span.set_attribute(prefix + sc.MESSAGE_ROLE, role)
+        span.set_attribute(prefix + sc.MESSAGE_CONTENT, truncate(redact_text(content), limit))
 
 
 def _fail(span: Span, payload: CallRecord | None, exc: BaseException) -> None:
@@ -650,11 +692,13 @@ def retrieval(func: F, /) -> F: ...
 @overload
 def retrieval(
     func: None = None, /, *, name: str | None = None, capture_content: bool | None = None,
-    attributes: dict[str, Any] | None = None,
+    attributes: dict[str, Any] | None = None, remote: bool = True,
+    data_source: str | None = None,
 ) -> Callable[[F], F]: ...
 def retrieval(
     func: Any = None, /, *, name: str | None = None, capture_content: bool | None = None,
-    attributes: dict[str, Any] | None = None,
+    attributes: dict[str, Any] | None = None, remote: bool = True,
+    data_source: str | None = None,
 ) -> Any:
     """Trace a RAG retrieval: span ``retrieval {name}``.
 
@@ -663,14 +707,21 @@ def retrieval(
     documents go on the span as ``gen_ai.retrieval.documents`` (JSON list of ``id``, ``score``,
     ``content``) and OpenInference's ``retrieval.documents.{i}.document.{id,score}`` (the
     content once, in the former); context scorers of
-    the same trace judge them, in retrieval order.
+    the same trace judge them, in retrieval order. A document's absent ``id`` or ``score`` is
+    left out, not written as null.
+
+    Args (besides those of every decorator):
+        remote: the search goes to another process (a vector database, a search service): the
+            span is ``CLIENT``, as the GenAI conventions ask; False for an index in this
+            process: ``INTERNAL``. Default True.
+        data_source: the index or store searched, recorded as ``gen_ai.data_source.id``.
 
     Example:
-        >>> @tracescore.retrieval
+        >>> @tracescore.retrieval(data_source="kb-articles")
         ... def search(query: str, k: int = 4) -> list[str]: ...
     """
     return _make("retrieval", func, name=name, capture_content=capture_content, model=None,
-                 provider=None, attributes=attributes)
+                 provider=None, attributes=attributes, remote=remote, data_source=data_source)
 
 
 @overload
@@ -701,26 +752,40 @@ def llm(func: F, /) -> F: ...
 def llm(
     func: None = None, /, *, name: str | None = None, model: str | None = None,
     provider: str | None = None, capture_content: bool | None = None,
-    attributes: dict[str, Any] | None = None,
+    attributes: dict[str, Any] | None = None, remote: bool = True,
 ) -> Callable[[F], F]: ...
 def llm(
     func: Any = None, /, *, name: str | None = None, model: str | None = None,
     provider: str | None = None, capture_content: bool | None = None,
-    attributes: dict[str, Any] | None = None,
+    attributes: dict[str, Any] | None = None, remote: bool = True,
 ) -> Any:
     """Trace a model call made by hand: span ``chat {model or name}``.
 
     Args (besides those of every decorator):
         model: the requested model, recorded as ``gen_ai.request.model`` and used in the span
             name.
-        provider: recorded as ``gen_ai.provider.name`` (``openai``, ``anthropic``, ...).
+        provider: recorded as ``gen_ai.provider.name`` and OpenInference's ``llm.provider``
+            (``openai``, ``anthropic``, ...); also as ``gen_ai.system``, its older name, unless
+            ``OTEL_SEMCONV_STABILITY_OPT_IN`` holds ``gen_ai_latest_experimental``.
+        remote: the model runs in another process (an API, a model server): the span is
+            ``CLIENT``, as the GenAI conventions ask; False for a model in this process:
+            ``INTERNAL``. Default True.
+
+    With content capture on, the call's messages also go on the span as
+    ``gen_ai.input.messages`` / ``gen_ai.output.messages`` (and ``gen_ai.system_instructions``
+    from a ``system``/``system_prompt``/``instructions`` argument), JSON in the conventions'
+    shape, and as OpenInference's ``llm.input_messages.{i}.message.role``/``.content`` and
+    ``llm.output_messages.0.message.*``, which Phoenix shows as a chat. The messages are an
+    argument named ``messages`` (or the only argument) holding ``{"role", "content"}`` dicts,
+    or a ``prompt``/``input``/``question``/``query`` string; the reply is the returned string,
+    message dict or ``ChatCompletion``.
 
     Example:
         >>> @tracescore.llm(model="gpt-4o-mini", provider="openai")
         ... def call_model(messages: list[dict]) -> str: ...
     """
     return _make("llm", func, name=name, capture_content=capture_content, model=model,
-                 provider=provider, attributes=attributes)
+                 provider=provider, attributes=attributes, remote=remote)
 
 
 for _f, _k in ((agent, "agent"), (retrieval, "retrieval"), (tool, "tool"), (llm, "llm")):

@@ -46,6 +46,7 @@ OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT = (
     "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
 )
 OTEL_SERVICE_NAME = "OTEL_SERVICE_NAME"
+OTEL_SEMCONV_STABILITY_OPT_IN = "OTEL_SEMCONV_STABILITY_OPT_IN"
 OTEL_EXPORTER_OTLP_ENDPOINT = "OTEL_EXPORTER_OTLP_ENDPOINT"
 OTEL_EXPORTER_OTLP_TRACES_ENDPOINT = "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"
 OTEL_EXPORTER_OTLP_PROTOCOL = "OTEL_EXPORTER_OTLP_PROTOCOL"
@@ -259,6 +260,17 @@ def judge_out_of_process() -> bool:
 def judge_transport() -> str:
     """``TRACESCORE_JUDGE_TRANSPORT``: ``auto``, ``direct`` or ``litellm``. Default ``auto``."""
     return read_enum(TRACESCORE_JUDGE_TRANSPORT, JUDGE_TRANSPORTS, DEFAULT_JUDGE_TRANSPORT)
+
+
+def semconv_gen_ai_latest() -> bool:
+    """``OTEL_SEMCONV_STABILITY_OPT_IN``: whether its comma-separated list holds
+    ``gen_ai_latest_experimental`` (any case, spaces ignored). Default False.
+
+    With it, tracescore's spans carry the latest GenAI conventions only: the provider is no
+    longer also written under its older name ``gen_ai.system`` (README, "Decorators").
+    """
+    raw = _raw(OTEL_SEMCONV_STABILITY_OPT_IN) or ""
+    return "gen_ai_latest_experimental" in {part.strip().lower() for part in raw.split(",")}
 
 
 def capture_content() -> bool:

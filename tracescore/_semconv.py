@@ -50,6 +50,7 @@ DOCUMENT_ID: Final = "document.id"
 DOCUMENT_SCORE: Final = "document.score"
 DOCUMENT_CONTENT: Final = "document.content"
 LLM_MODEL_NAME: Final = "llm.model_name"
+LLM_PROVIDER: Final = "llm.provider"  # OpenInference's gen_ai.provider.name
 TOOL_NAME: Final = "tool.name"
 
 OI_KIND_AGENT: Final = "AGENT"
