@@ -203,6 +203,10 @@ def main() -> int:
                         help="sys.setswitchinterval for this run (an experiment: default 5 ms)")
     parser.add_argument("--gc-freeze", action="store_true",
                         help="gc.freeze() after the imports (an experiment: see the README)")
+    parser.add_argument("--transport", choices=["direct", "litellm"], default="direct",
+                        help="the judge's transport (issue 15); default direct")
+    parser.add_argument("--out-of-process", action="store_true",
+                        help="Judge(out_of_process=True): the judge's calls in its child process")
     parser.add_argument("--judge-in-process", action="store_true",
                         help="run the judge server in this process (it then competes for the GIL)")
     args = parser.parse_args()
@@ -211,7 +215,8 @@ def main() -> int:
         sys.setswitchinterval(args.switch_interval_ms / 1000)
     per_block = max(1, args.calls // args.blocks)
 
-    import litellm  # noqa: F401  - imported up front: its ~2.5 s import is not what we time
+    if args.transport == "litellm" and not args.out_of_process:
+        import litellm  # noqa: F401  - imported up front: its ~2.5 s import is not what we time
 
     from tracescore.scorers import create_answer_relevancy_scorer
 
@@ -232,7 +237,9 @@ def main() -> int:
     flush_ok = True
     with server_cls(args.judge_delay, ANSWER_RELEVANCY_ROUTES) as server:
         judge = tracescore.Judge("openai/bench", api_base=server.api_base, api_key="x",
-                                 timeout=10)
+                                 timeout=10, transport=args.transport,
+                                 out_of_process=args.out_of_process)
+        print(f"judge transport: {judge.transport}, out of process: {judge.out_of_process}")
         rule = tracescore.ScoringRule(scorer=create_answer_relevancy_scorer(model=judge),
                                       sample_rate=1.0)
 

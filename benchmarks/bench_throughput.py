@@ -79,22 +79,32 @@ def answer(question: str) -> str:
     return f"Paris is the capital of France. ({question[-8:]})"
 
 
-def capture_request(scorer: Any) -> dict[str, Any]:
-    """Score once through tracescore and keep the kwargs it gave ``litellm.acompletion``."""
-    import litellm
-
+def capture_request(scorer: Any, transport: str = "litellm") -> dict[str, Any]:
+    """Score once through tracescore and keep the kwargs it gave ``litellm.acompletion`` (the
+    direct transport's client takes the very same kwargs)."""
     seen: list[dict[str, Any]] = []
-    real = litellm.acompletion
+    if transport == "litellm":
+        import litellm as owner
+        attr = "acompletion"
+    else:
+        from tracescore._judge.direct import DirectClient as owner  # type: ignore[assignment]
+        attr = "acompletion"
+    real = getattr(owner, attr)
 
-    async def spy(*args: Any, **kwargs: Any) -> Any:
-        seen.append(dict(kwargs))
-        return await real(*args, **kwargs)
+    if transport == "litellm":
+        async def spy(*args: Any, **kwargs: Any) -> Any:
+            seen.append(dict(kwargs))
+            return await real(*args, **kwargs)
+    else:
+        async def spy(self: Any, call: dict[str, Any]) -> Any:  # type: ignore[misc]
+            seen.append(dict(call))
+            return await real(self, call)
 
-    litellm.acompletion = spy
+    setattr(owner, attr, spy)
     try:
         result = scorer.run(input="What is the capital of France?", output="Paris.")
     finally:
-        litellm.acompletion = real
+        setattr(owner, attr, real)
     if result.score is None or len(seen) != 1:
         raise RuntimeError(f"the warm-up score failed: {result!r}, {len(seen)} judge call(s)")
     return seen[0]
@@ -318,19 +328,22 @@ def main() -> int:
     parser.add_argument("--judge-model", default="openai/bench",
                         help="litellm model string sent to the loopback judge; a priced name "
                         "such as openai/gpt-4o-mini makes litellm compute a cost for each call")
+    parser.add_argument("--transport", choices=["direct", "litellm"], default="direct",
+                        help="the judge's transport (issue 15); default direct")
     parser.add_argument("--profile", action="store_true",
                         help="after the table, profile one more tracescore round with py-spy")
     parser.add_argument("--profile-concurrency", type=int, default=16)
     args = parser.parse_args()
 
-    import litellm  # noqa: F401  - its ~2.5 s import is not what we time
+    if args.transport == "litellm":
+        import litellm  # noqa: F401  - its ~2.5 s import is not what we time
 
     with JudgeProcess(0.0, ROUTES) as server:
         judge = tracescore.Judge(args.judge_model, api_base=server.api_base, api_key="x",
-                                 timeout=30)
+                                 timeout=30, transport=args.transport)
         scorer = one_call_scorer(judge)
         rule = tracescore.ScoringRule(scorer=scorer, sample_rate=1.0)
-        request = capture_request(scorer)
+        request = capture_request(scorer, args.transport)
         ceiling = CeilingProcess(request)
         provider = TracerProvider()
         try:
@@ -378,7 +391,8 @@ def main() -> int:
         best = max(names[1:], key=lambda n: statistics.median(rates[n]))
         share = statistics.median(rates[best]) / top
         print(f"\nbest setting: {best.split(', ')[1]} at {share:.0%} of the litellm ceiling "
-              f"(target >= 80%: {'met' if share >= 0.8 else 'NOT met'}); CPU per score "
+              f"(transport {args.transport}; issue 15's target with the direct transport: "
+              f">= 200%: {'met' if share >= 2 else 'NOT met'}); CPU per score "
               f"{statistics.median(cpus[best]) / statistics.median(cpus[names[0]]):.2f}x "
               "the raw call's")
 
