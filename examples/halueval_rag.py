@@ -36,9 +36,16 @@ With a judge (any litellm model string plus that provider's usual key variable):
         python examples/halueval_rag.py --limit 20
     python examples/halueval_rag.py --judge openai/gpt-4o-mini --limit 20   # the same
 
-    # an OpenAI-compatible server of your own (vLLM, llama.cpp, a proxy):
-    OPENAI_API_BASE=http://127.0.0.1:8000/v1 OPENAI_API_KEY=none \\
+    # an OpenAI-compatible server of your own (llama.cpp, vLLM, Ollama, LM Studio, a proxy):
+    python examples/halueval_rag.py --judge my-model \\
+        --judge-api-base http://127.0.0.1:8080/v1 --limit 20
+    # the same with litellm's variables:
+    OPENAI_API_BASE=http://127.0.0.1:8080/v1 OPENAI_API_KEY=none \\
         python examples/halueval_rag.py --judge openai/my-model --limit 20
+
+A local model on a CPU may need ``--judge-timeout 300`` (seconds per judge call). The script
+exits 1 when an LLM scorer scored no question at all (an unreachable judge, a wrong model
+name, a missing key), after printing why.
 
 Where spans go: to OTLP when ``OTEL_EXPORTER_OTLP_ENDPOINT`` (or
 ``OTEL_EXPORTER_OTLP_TRACES_ENDPOINT``) is set, otherwise appended as OTLP/JSON lines to
@@ -467,6 +474,28 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         "(default: TRACESCORE_JUDGE_MODEL; none: LLM scorers are skipped)",
     )
     parser.add_argument(
+        "--judge-api-base",
+        default=None,
+        metavar="URL",
+        help="base URL of an OpenAI-compatible judge server, e.g. http://127.0.0.1:8080/v1; "
+        "--judge then names the model it serves (openai/ is added to a bare name); the key is "
+        "OPENAI_API_KEY when set, else none",
+    )
+    parser.add_argument(
+        "--judge-response-format",
+        default="auto",
+        choices=("auto", "json_schema", "json_object", "none"),
+        help="structured output to ask the judge for (default auto: falls back as the server "
+        "refuses; json_object suits llama.cpp's server)",
+    )
+    parser.add_argument(
+        "--judge-timeout",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="seconds per judge call (default 60)",
+    )
+    parser.add_argument(
         "--json",
         action="store_true",
         help="print the summary as JSON on stdout (notes go to stderr)",
@@ -503,7 +532,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         for row in rows
     }
 
-    judge = args.judge or os.environ.get("TRACESCORE_JUDGE_MODEL", "").strip() or None
+    judge_model = args.judge or os.environ.get("TRACESCORE_JUDGE_MODEL", "").strip() or None
+    judge = build_judge(judge_model, args)
     rules = [
         tracescore.ScoringRule(
             scorer=create_content_similarity_scorer(),
@@ -529,7 +559,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 threshold=args.threshold,
             ),
         ]
-        note(f"judge: {judge} (LLM scorers: {', '.join(LLM_SCORERS)})")
+        where = f" at {args.judge_api_base}" if args.judge_api_base else ""
+        note(f"judge: {judge.model}{where} (LLM scorers: {', '.join(LLM_SCORERS)})")
     else:
         note(f"LLM scorers {', '.join(LLM_SCORERS)} SKIPPED: {SKIPPED_REASON}.")
 
@@ -566,7 +597,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "retrieval_hit_rate": round(
             sum(agent.retrieval_hits.values()) / max(1, len(agent.retrieval_hits)), 4
         ),
-        "judge": judge,
+        "judge": judge.model if judge else None,
         "scorers": summarise(collector.snapshot(), agent.trace_questions, kinds, scorer_ids),
         "skipped_scorers": [] if judge else list(LLM_SCORERS),
         "skipped_reason": None if judge else SKIPPED_REASON,
@@ -584,7 +615,51 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not flushed:
         note("force_flush() did not finish in time: scores or spans may be missing.")
         return 1
-    return 0
+    unjudged = unjudged_scorers(summary)
+    for scorer_id, why in unjudged.items():
+        note(f"FAILED: {scorer_id} scored no question: {why}")
+    return 1 if unjudged else 0
+
+
+def build_judge(model: str | None, args: argparse.Namespace) -> tracescore.Judge | None:
+    """The judge the options describe, or None without a model.
+
+    Raises:
+        SystemExit: ``--judge-api-base`` without a model name (argparse's usage error).
+    """
+    if model is None:
+        if args.judge_api_base:
+            sys.exit("halueval_rag.py: error: --judge-api-base needs --judge NAME (the model the "
+                     "server serves)")
+        return None
+    options: dict[str, Any] = {"response_format": args.judge_response_format}
+    if args.judge_timeout is not None:
+        options["timeout"] = args.judge_timeout
+    if args.judge_api_base:
+        model = model if "/" in model else f"openai/{model}"
+        options["api_base"] = args.judge_api_base
+        # litellm's OpenAI provider wants a key; a local server takes any.
+        options["api_key"] = os.environ.get("OPENAI_API_KEY") or "none"
+    return tracescore.Judge(model, **options)
+
+
+def unjudged_scorers(summary: dict[str, Any]) -> dict[str, str]:
+    """The LLM scorers that scored no question although some were sampled, with why.
+
+    A run whose judge scored nothing says nothing about the answers: it must not look like
+    a success (an unreachable server, a wrong model name, a missing key).
+    """
+    out = {}
+    for scorer_id in LLM_SCORERS:
+        cell = summary["scorers"].get(scorer_id)
+        if cell is None or cell["scored"] or not (cell["errors"] or cell["not_scorable"]):
+            continue
+        if cell["errors"]:
+            types = ", ".join(f"{t} x{n}" for t, n in cell["error_types"].items())
+            out[scorer_id] = f"{cell['errors']} errors ({types}), e.g.: {cell['first_error'][:300]}"
+        else:
+            out[scorer_id] = f"{cell['not_scorable']} not scorable"
+    return out
 
 
 if __name__ == "__main__":
