@@ -506,3 +506,29 @@ def test_export_processor_sends_a_lone_span_after_an_idle_period() -> None:
                 assert arrived.wait_for(lambda n=name: n in exported, timeout=30)
     finally:
         processor.shutdown()
+
+
+def test_two_services_share_a_rate_limit_through_redis(
+        redis_url: str, receiver: FullReceiver) -> None:
+    """Two replicas configured with the same Redis and a rule of 6 per minute (a one-token
+    burst): between them they score one span now, where per-replica limits would score two."""
+    rules = """  - scorer: content-similarity
+    on: agent
+    name: fleet
+    max_per_minute: 6
+"""
+    extra = f'limits: {{redis_url: "{redis_url}", key_prefix: "ts-test-serve"}}'
+    replicas = [start(_config(receiver.endpoint, rules, extra), telemetry_enabled=False)
+                for _ in range(2)]
+    try:
+        for index, running in enumerate(replicas):
+            spans = [_agent(0xE0 + 8 * index + i, 0x1, i) for i in range(4)]
+            assert _send(running.grpc_port, spans) is None
+        for running in replicas:
+            assert running.service.processor.force_flush(30_000)
+        scored = sum(r.service.snapshot()["spans_scored"] for r in replicas)
+        limited = sum(r.service.snapshot()["skipped_rate_limited"] for r in replicas)
+        assert (scored, limited) == (1, 7)
+    finally:
+        for running in replicas:
+            running.stop(10)

@@ -5,7 +5,7 @@ is known).
 
 Skipped with ``TRACESCORE_SKIP_COLLECTOR=1`` (a developer without Go); otherwise the Collector
 binary is ``$TRACESCORE_OTELCOL``, else built (or reused) by ``deploy/collector/build.sh``.
-``TRACESCORE_SERVE_TRACES`` sets the traces per run (default 300; the benchmark runs 2,000).
+``TRACESCORE_SERVE_TRACES`` sets the traces per run (default 2,000).
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from test_serve_support import FullReceiver, reference_scores, scores_by_trace
 
 ROOT = Path(__file__).resolve().parent.parent
 TESTS = ROOT / "tests"
-N_TRACES = int(os.environ.get("TRACESCORE_SERVE_TRACES", "300"))
+N_TRACES = int(os.environ.get("TRACESCORE_SERVE_TRACES", "2000"))
 SEED = 20261201
 RATE = 0.5
 
@@ -58,9 +58,11 @@ def collector_binary() -> str:
     return out.stdout.strip().splitlines()[-1]
 
 
-def wait_http(url: str, timeout: float = 120.0) -> None:
+def wait_http(url: str, timeout: float = 120.0, proc: Any = None) -> None:
     deadline = time.monotonic() + timeout
     while True:
+        if proc is not None and proc.poll() is not None:
+            raise RuntimeError(f"the process behind {url} exited with {proc.returncode}")
         try:
             with urllib.request.urlopen(url, timeout=2) as resp:
                 if resp.status == 200:
@@ -149,7 +151,7 @@ class Replica:
             self.proc = subprocess.Popen(
                 [sys.executable, "-m", "tracescore", "serve", "--config", str(self.config)],
                 stdout=log, stderr=subprocess.STDOUT, env=env)
-        wait_http(f"http://127.0.0.1:{self.http}/readyz")
+        wait_http(f"http://127.0.0.1:{self.http}/readyz", proc=self.proc)
 
     def kill(self) -> None:
         assert self.proc is not None

@@ -166,7 +166,9 @@ class Export(_Model):
     queue_bytes: int = Field(default=128 * MIB, gt=0)
     batch_bytes: int = Field(default=3 * MIB, gt=0)
     max_batch_spans: int = Field(default=2048, gt=0)
-    schedule_delay: float = Field(default=0.05, gt=0)
+    # 0: a span goes out as soon as the export thread is free (batches form while it sends),
+    # so a pass-through span waits for no timer.
+    schedule_delay: float = Field(default=0.0, ge=0)
     retry_dir: str | None = None
     retry_max_bytes: int = Field(default=512 * MIB, gt=0)
     retry_max_age: float = Field(default=3600.0, gt=0)
