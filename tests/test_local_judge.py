@@ -6,7 +6,9 @@
 * With a real one: llama.cpp's OpenAI-compatible server (``llama-cpp-python[server]``) and
   SmolLM2-135M-Instruct, started on loopback. The model's verdicts are worthless, so only the
   plumbing is asserted: every LLM scorer completes through the server with a score or *not
-  scorable*, in the mode the server accepts (``json_object``), and the demo scores rows.
+  scorable* (a minority may answer outside the schema even after the repair retry), in the
+  mode the server accepts (``json_object``), and the demo's judged rows all come back with
+  the server's answer read.
 
 The real server needs ``scripts/llama_server.sh`` (a virtualenv of its own and the model,
 cached outside the repository); it prints the two variables these tests read::
@@ -187,6 +189,7 @@ def llm_scorers(judge: Judge) -> dict[str, Any]:
 
 
 @needs_llama
+@pytest.mark.timeout(1800)  # ~15 scorers x 2-4 calls on a shared 2-core CPU
 def test_every_llm_scorer_completes_through_llama_cpp(llama_server: str) -> None:
     judge = local_judge(llama_server)
     scorers = llm_scorers(judge)
@@ -201,6 +204,8 @@ def test_every_llm_scorer_completes_through_llama_cpp(llama_server: str) -> None
         kwargs.update({k: v for k, v in EXTRA.get(scorer_id, {}).items() if k != "input"})
         outcomes[scorer_id] = asyncio.run(run_scorer(scorer, kwargs))
 
+    for scorer_id, o in sorted(outcomes.items()):  # for the log only (pytest -s)
+        print(f"{scorer_id}: score={o.score} error={o.error_type}")
     # A score or not scorable, never an error of the plumbing (an invalid answer from a 135M
     # model, after the repair retry, is that model's fault: listed, allowed for a minority).
     failed = {i: (o.error_type, o.explanation[:200]) for i, o in outcomes.items()
@@ -215,16 +220,24 @@ def test_every_llm_scorer_completes_through_llama_cpp(llama_server: str) -> None
 
 
 @needs_llama
+@pytest.mark.timeout(1800)
 def test_the_demo_scores_rows_with_llama_cpp(llama_server: str, tmp_path: Path) -> None:
     started = time.monotonic()
     proc = run_demo("--judge", "judge", "--judge-api-base", llama_server, "--limit", "2",
                     "--judge-timeout", "300", cwd=tmp_path, timeout=1200)
 
-    assert proc.returncode == 0, f"{proc.stdout}\n{proc.stderr}"
+    # SmolLM2 often answers beside the point (no statement found, one verdict for three
+    # passages): the demo may then rightly exit 1 for a scorer that scored nothing. The
+    # plumbing holds when every judged row came back with the server's answer read: a score,
+    # not scorable, or an answer that did not fit the schema; never a transport failure.
+    assert proc.returncode in (0, 1), f"{proc.stdout}\n{proc.stderr}"
     summary = json.loads(proc.stdout)
+    assert summary["scorers"]["content-similarity"]["scored"] == 2
     for scorer_id in ("answer-relevancy", "context-precision"):
         cell = summary["scorers"][scorer_id]
         assert cell["scored"] + cell["not_scorable"] + cell["errors"] == 2, cell
-        assert cell["scored"] >= 1, cell
+        assert set(cell["error_types"]) <= {"invalid_judge_output"}, cell
+    if proc.returncode == 1:
+        assert "FAILED:" in proc.stderr and "judge_unavailable" not in proc.stderr
     print(f"demo with llama.cpp: {time.monotonic() - started:.0f} s")  # for the log only
 
