@@ -313,6 +313,10 @@ def _noop_logger_provider() -> Any:
 
 
 def _version() -> str:
-    from .. import __version__
+    # From the installed metadata: importing the package itself from here would make a cycle.
+    from importlib.metadata import PackageNotFoundError, version
 
-    return str(__version__)
+    try:
+        return version("tracescore")
+    except PackageNotFoundError:
+        return ""
