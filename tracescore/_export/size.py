@@ -64,8 +64,17 @@ def attributes_size(attributes: Mapping[str, Any] | None) -> int:
     if not attributes:
         return 0
     total = 0
+    # The common shapes inline (this runs on the thread that ends every span): ASCII keys,
+    # string and scalar values.
     for key, value in attributes.items():
-        total += 3 * _FIELD + text_size(key) + value_size(value)
+        kind = type(value)
+        if kind is str:
+            size = _FIELD + (len(value) if value.isascii() else text_size(value))
+        elif kind is int or kind is float or kind is bool:
+            size = _VARINT
+        else:
+            size = value_size(value)
+        total += 3 * _FIELD + (len(key) if key.isascii() else text_size(key)) + size
     return total
 
 
