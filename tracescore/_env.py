@@ -588,3 +588,15 @@ def serve_config() -> str | None:
     """``TRACESCORE_SERVE_CONFIG``: the configuration file of ``tracescore serve`` when
     ``--config`` is not given. Default None."""
     return read_str(TRACESCORE_SERVE_CONFIG)
+
+
+def provider_setting(name: str) -> str | None:
+    """A model provider's own variable (``OPENAI_API_KEY``, ``OPENAI_API_BASE``,
+    ``AZURE_API_VERSION``, ...), read where litellm would read it, for judges that talk to the
+    provider without litellm. Blank counts as unset. Default None.
+
+    Args:
+        name: the variable's name, as the provider's documentation (and litellm) spell it.
+    """
+    value = os.environ.get(name, "").strip()
+    return value or None

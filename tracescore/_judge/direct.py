@@ -20,11 +20,11 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import sys
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from .. import _env
 from . import prices
 from .failures import RemoteJudgeError
 
@@ -137,9 +137,10 @@ def unsupported(model: str, kwargs: dict[str, Any]) -> str | None:
         return f"litellm arguments {', '.join(others)} need litellm"
     base_envs, _, default = OPENAI_COMPATIBLE[prefix]
     if not (kwargs.get("api_base") or kwargs.get("base_url") or default
-            or any(os.environ.get(name) for name in base_envs)):
+            or any(_env.provider_setting(name) for name in base_envs)):
         return f"provider {prefix!r} needs an api_base"
-    if prefix == "azure" and not (kwargs.get("api_version") or os.environ.get("AZURE_API_VERSION")):
+    if prefix == "azure" and not (kwargs.get("api_version")
+                                  or _env.provider_setting("AZURE_API_VERSION")):
         return "Azure OpenAI needs an api_version"
     return None
 
@@ -157,14 +158,14 @@ class DirectClient:
         prefix, name = model.split("/", 1)
         base_envs, key_envs, default = OPENAI_COMPATIBLE[prefix]
         base = (kwargs.get("api_base") or kwargs.get("base_url")
-                or next((os.environ[e] for e in base_envs if os.environ.get(e)), None) or default)
+                or next((v for e in base_envs if (v := _env.provider_setting(e))), None) or default)
         key = kwargs.get("api_key") or next(
-            (os.environ[e] for e in key_envs if os.environ.get(e)), None)
+            (v for e in key_envs if (v := _env.provider_setting(e))), None)
         self.model = model
         self.name = name
         headers = {"Content-Type": "application/json", "Accept": "application/json"}
         if prefix == "azure":
-            version = kwargs.get("api_version") or os.environ.get("AZURE_API_VERSION")
+            version = kwargs.get("api_version") or _env.provider_setting("AZURE_API_VERSION")
             self.url = (f"{str(base).rstrip('/')}/openai/deployments/{name}/chat/completions"
                         f"?api-version={version}")
             if key:
