@@ -182,7 +182,8 @@ def main(argv: list[str] | None = None) -> int:
         if process is not None:
             process.terminate()
             process.wait(timeout=60)
-    out = args.state_dir / f"summary{args.tag}.json"
+    scorers = args.scorers.replace(",", "+") + ("+ragas" if args.ragas_python else "")
+    out = args.state_dir / f"summary-{rows.start}-{rows.stop}-{scorers}{args.tag}.json"
     out.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
     print(json.dumps(report, indent=2))
     print(f"summary: {out}")

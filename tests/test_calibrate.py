@@ -207,3 +207,9 @@ def test_kappa_and_threshold_edge_cases() -> None:
     pairs = [(0.0, True), (0.2, True), (0.6, False), (0.4, False)]
     best = stats.best_threshold(pairs, 0.5, higher_is_better=False)
     assert best is not None and (best.threshold, best.accuracy) == (0.2, 1.0)
+    # When failing everything agrees best, the threshold says so: past every score, not on one
+    # (a judge that calls every answer hallucinated, as the 1.5B model did in the benchmark).
+    pairs = [(1.0, True), (1.0, True), (0.5, True), (1.0, False), (0.5, False), (0.5, False)]
+    best = stats.best_threshold(pairs, 0.5, higher_is_better=False)
+    assert best is not None and best.threshold == pytest.approx(0.49)
+    assert (best.accuracy, best.false_pass, best.true_pass) == (0.5, 0, 0)

@@ -114,10 +114,11 @@ def best_threshold(
     """The threshold that maximises accuracy on ``pairs``, and its agreement.
 
     The candidates are the distinct scores themselves (with an inclusive threshold, every
-    other value gives the same labels as the nearest score on its passing side) plus
-    ``default``. Ties go to the higher kappa, then to the candidate nearest ``default``, so a
-    threshold moves only when it buys agreement. It is fitted on the same items it is
-    measured on: on a few dozen items the gain is optimistic.
+    other value gives the same labels as the nearest score on its passing side), ``default``,
+    and one 0.01 past the best score, where every item fails. Ties go to the higher kappa,
+    then to the candidate nearest ``default``, so a threshold moves only when it buys
+    agreement. It is fitted on the same items it is measured on: on a few dozen items the
+    gain is optimistic.
 
     Returns:
         The best ``Agreement``; None without pairs.
@@ -129,9 +130,9 @@ def best_threshold(
     if not pairs:
         return None
     candidates = sorted({score for score, _ in pairs} | {default})
-    # An extra candidate past the best score: "fail everything" is a labelling too.
-    step = 1e-9 + abs(candidates[-1]) * 1e-9
-    candidates.append(candidates[-1] + step if higher_is_better else candidates[0] - step)
+    # "Fail everything" is a labelling too: a threshold 0.01 past the best score, far enough
+    # to read as such in a report (a threshold a hair away prints as the score itself).
+    candidates.append(candidates[-1] + 0.01 if higher_is_better else candidates[0] - 0.01)
     best: Agreement | None = None
     best_key: tuple[float, float, float] | None = None
     for threshold in candidates:
