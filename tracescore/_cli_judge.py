@@ -9,7 +9,6 @@ litellm's own variables keep working instead of the flags: ``OPENAI_API_BASE`` a
 from __future__ import annotations
 
 import argparse
-import os
 from typing import Any
 
 from ._judge.output import RESPONSE_FORMATS
@@ -73,7 +72,7 @@ def judge_from_args(args: argparse.Namespace) -> Any:
             model = f"openai/{model}"
         options["api_base"] = args.judge_api_base
         if model.startswith("openai/"):
-            options["api_key"] = os.environ.get("OPENAI_API_KEY") or _PLACEHOLDER_KEY
+            options["api_key"] = _env.provider_setting("OPENAI_API_KEY") or _PLACEHOLDER_KEY
     elif model is None and (args.judge_response_format != "auto" or "timeout" in options):
         model = _env.judge_model()
     if model is None:
