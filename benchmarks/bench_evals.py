@@ -39,8 +39,9 @@ from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult  # noq
 from pydantic import BaseModel  # noqa: E402
 
 import tracescore  # noqa: E402
-from tracescore.testing import ScriptedJudge as JudgeServer, make_judge  # noqa: E402
 from tracescore.scorers import create_answer_relevancy_scorer  # noqa: E402
+from tracescore.testing import ScriptedJudge as JudgeServer  # noqa: E402
+from tracescore.testing import make_judge
 
 CALLS_PER_ITEM = 3
 

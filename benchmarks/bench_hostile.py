@@ -15,8 +15,9 @@ Sections (each prints one table; CPU is process time, so it counts every thread)
    a scorer burns ~2 s of CPU in a step, the step written ``async def`` (it runs on the loop)
    and plain ``def`` (it runs in the worker pool).
 3. ``judge``: 20 ordinary judge calls, one every 100 ms, from the moment another call is answered
-   with 300 KB of unterminated JSON; the slowest ordinary call and the hostile call's outcome. The judge is a
-   ``ScriptedJudge`` in a child process (a judge inside the measured process would take its GIL).
+   with 300 KB of unterminated JSON; the slowest ordinary call and the hostile call's outcome.
+   The judge is a ``ScriptedJudge`` in a child process (a judge inside the measured process
+   would take its GIL).
 4. ``retrieval``: the caller's cost of a ``@tracescore.retrieval`` returning 1,000,000 strings.
 """
 
@@ -93,7 +94,7 @@ def bench_scorers(sizes: list[int], budget: float) -> None:
     output = _words(100_000, "a")
     question = " ".join(_words(100_000, "a")[::-1])
     for name, scorer in scorers.items():
-        seconds, outcome = _cpu(lambda: run_blocking(run_scorer(  # noqa: B023
+        seconds, outcome = _cpu(lambda scorer=scorer: run_blocking(run_scorer(
             scorer, {"input": question, "output": output})))
         print(f"| {name} | {seconds:.3f} | {outcome.explanation[-110:]} |")
 
@@ -131,7 +132,7 @@ def bench_loop(burn_seconds: float) -> None:
         done = threading.Event()
         lateness: list[float] = []
 
-        def ping() -> None:
+        def ping(done: threading.Event = done, lateness: list[float] = lateness) -> None:
             while not done.is_set():
                 sent = time.perf_counter()
                 asyncio.run_coroutine_threadsafe(noop(), loop).result()
@@ -165,10 +166,10 @@ def _judge_server(port_queue: Any, stop: Any, reply_size: int) -> None:
 def bench_judge(reply_size: int, calls: int) -> None:
     from pydantic import BaseModel
 
+    import tracescore
     from tracescore._loop import run_blocking
     from tracescore.scorers import JudgePrompt, create_scorer
     from tracescore.testing import SCRIPTED_JUDGE_API_KEY
-    import tracescore
 
     class Verdict(BaseModel):
         verdict: str
@@ -227,8 +228,9 @@ def bench_judge(reply_size: int, calls: int) -> None:
 
 
 def bench_retrieval(count: int) -> None:
-    import tracescore
     from opentelemetry.sdk.trace import TracerProvider
+
+    import tracescore
 
     tracescore.configure(tracer_provider=TracerProvider(), exporter=False)
     documents = ["a short document"] * count

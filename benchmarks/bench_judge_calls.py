@@ -39,8 +39,9 @@ from typing import Any
 os.environ.setdefault("LITELLM_OFFLINE_MODE", "true")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tracescore.testing import ScriptedJudge as JudgeServer, make_judge  # noqa: E402
 from tracescore import scorers  # noqa: E402
+from tracescore.testing import ScriptedJudge as JudgeServer  # noqa: E402
+from tracescore.testing import make_judge
 
 # -- the sample ----------------------------------------------------------------------------------
 SYSTEM_PROMPT = "You are a health assistant. Answer in plain language and cite no studies."
