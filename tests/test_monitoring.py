@@ -311,7 +311,9 @@ def test_judge_calls_recorded_with_genai_client_metrics(judge_server: JudgeServe
     points = metric_points(reader)
     durations = points["gen_ai.client.operation.duration"]
     base = {"gen_ai.operation.name": "chat", "gen_ai.provider.name": "openai",
-            "gen_ai.request.model": "openai/test-judge"}
+            "gen_ai.request.model": "openai/test-judge",
+            # an OpenAI-protocol judge with an api_base takes the direct transport
+            "tracescore.judge.transport": judge.transport}
     ok = [p for p in durations if "error.type" not in p.attributes]
     failed = [p for p in durations if "error.type" in p.attributes]
     assert sum(p.count for p in ok) == 3  # statements, verdicts (after the 503), reason

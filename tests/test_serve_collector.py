@@ -35,9 +35,19 @@ N_TRACES = int(os.environ.get("TRACESCORE_SERVE_TRACES", "2000"))
 SEED = 20261201
 RATE = 0.5
 
+def _env_true(name: str) -> bool:
+    return os.environ.get(name, "").strip().lower() in ("1", "true", "yes", "on")
+
+
+# Decided before any server starts: a skip from inside a fixture would leave them running.
+_NO_COLLECTOR = (not os.environ.get("TRACESCORE_OTELCOL") and shutil.which("go") is None
+                 and not _env_true("TRACESCORE_REQUIRE_COLLECTOR"))
+
 pytestmark = [
     pytest.mark.skipif(os.environ.get("TRACESCORE_SKIP_COLLECTOR", "").lower() in ("1", "true"),
                        reason="TRACESCORE_SKIP_COLLECTOR is set"),
+    pytest.mark.skipif(_NO_COLLECTOR, reason="the Collector is built with Go, which is not "
+                       "installed (set TRACESCORE_OTELCOL to a built binary, or install Go)"),
     pytest.mark.timeout(1800),
 ]
 
@@ -48,19 +58,12 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def _env_true(name: str) -> bool:
-    return os.environ.get(name, "").strip().lower() in ("1", "true", "yes", "on")
-
-
 def collector_binary() -> str:
     """The Collector: ``$TRACESCORE_OTELCOL``, else what build.sh built (building it when
     missing: minutes on a fresh machine)."""
     given = os.environ.get("TRACESCORE_OTELCOL")
     if given:
         return given
-    if shutil.which("go") is None and not _env_true("TRACESCORE_REQUIRE_COLLECTOR"):
-        pytest.skip("the Collector is built with Go, which is not installed (set "
-                    "TRACESCORE_OTELCOL to a built binary, or install Go)")
     out = subprocess.run([str(ROOT / "deploy" / "collector" / "build.sh")], check=True,
                          capture_output=True, text=True, timeout=3600)
     return out.stdout.strip().splitlines()[-1]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -63,6 +64,9 @@ def test_kubernetes_objects_fit_together() -> None:
 
 @pytest.mark.skipif(os.environ.get("TRACESCORE_SKIP_COLLECTOR", "").lower() in ("1", "true"),
                     reason="TRACESCORE_SKIP_COLLECTOR is set")
+@pytest.mark.skipif(not os.environ.get("TRACESCORE_OTELCOL") and shutil.which("go") is None
+                    and os.environ.get("TRACESCORE_REQUIRE_COLLECTOR", "") not in ("1", "true"),
+                    reason="the Collector is built with Go, which is not installed")
 @pytest.mark.timeout(3600)
 @pytest.mark.parametrize("name", ["otelcol-static.yaml", "otelcol-dns.yaml"])
 def test_collector_configs_validate_with_the_built_collector(name: str) -> None:

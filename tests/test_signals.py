@@ -36,7 +36,9 @@ CHILD = textwrap.dedent(
     mode = sys.argv[1]
 
     def user_handler(signum, frame):
-        print("user handler", flush=True)
+        # os.write, not print: the handler may interrupt the main thread inside a print, and
+        # a buffered stream refuses a reentrant write.
+        os.write(1, b"user handler\\n")
         os._exit(3)
 
     if mode == "user_before":
@@ -88,6 +90,8 @@ def _run(receiver: HttpOtlpReceiver, mode: str, **env: str) -> tuple[int, list[s
         # Nothing leaves on its own before the signal: without tracescore's handler, the
         # batch waits for a schedule that never comes.
         "OTEL_BSP_SCHEDULE_DELAY": "600000",
+        # The child's own prints stay whole when a signal lands mid-print.
+        "PYTHONUNBUFFERED": "1",
         **env,
     }
     proc = subprocess.Popen(
