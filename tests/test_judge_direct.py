@@ -263,3 +263,33 @@ def test_online_scoring_through_the_direct_transport(judge_server: JudgeServer) 
     (span,) = finished(exporter, 10_000)
     (event,) = eval_events(span)
     assert event["gen_ai.evaluation.score.value"] == 1.0
+
+
+def test_a_hosted_openai_judge_without_a_key_fails_at_once_as_judge_error(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # The README's Quickstart without OPENAI_API_KEY: an event saying so, not retries of a call
+    # that cannot succeed (nor a DNS error on an offline machine).
+    from tracescore.scorers import create_answer_relevancy_scorer
+    from tracescore.testing import InMemoryScoreExporter
+
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    monkeypatch.delenv("OPENAI_API_BASE", raising=False)
+    judge = tracescore.Judge("openai/gpt-4o-mini")
+    assert judge.transport == "direct"
+    exporter = InMemoryScoreExporter()
+    tracescore.configure(exporter=exporter, scoring=[tracescore.ScoringRule(
+        scorer=create_answer_relevancy_scorer(model=judge), on="agent")])
+    try:
+        @tracescore.agent
+        def answer(q: str) -> str:
+            return "Paris"
+
+        answer("What is the capital of France?")
+        assert tracescore.force_flush(20_000)
+        (event,) = exporter.evaluation_events()
+        assert event["error.type"] == "judge_error"
+        assert "Missing credentials" in event["gen_ai.evaluation.explanation"]
+        assert "OPENAI_API_KEY" in event["gen_ai.evaluation.explanation"]
+    finally:
+        tracescore.shutdown(2000)

@@ -163,6 +163,11 @@ class DirectClient:
             (v for e in key_envs if (v := _env.provider_setting(e))), None)
         self.model = model
         self.name = name
+        # The hosted APIs refuse a call without a key: say so at once instead of sending it.
+        self.missing_key = None
+        if prefix == "openai" and not key and base == default:
+            self.missing_key = (f"Missing credentials (no API key for {model!r}): set "
+                                f"{' or '.join(key_envs)} or pass api_key")
         headers = {"Content-Type": "application/json", "Accept": "application/json"}
         if prefix == "azure":
             version = kwargs.get("api_version") or _env.provider_setting("AZURE_API_VERSION")
@@ -197,6 +202,8 @@ class DirectClient:
             DirectError: HTTP error status, connection failure, timeout or unreadable reply,
                 classified (``timeout``, ``rate_limited``, ``unavailable``, ``error``).
         """
+        if self.missing_key is not None:
+            raise DirectError(f"AuthenticationError: {self.missing_key}", "error", False, None)
         import aiohttp
 
         body: dict[str, Any] = {"model": self.name, "messages": call["messages"]}
