@@ -34,7 +34,7 @@ from typing import Any
 import pytest
 
 from tracescore import Judge
-from tracescore._cli import UsageError, _build_scorer, available_scorers
+from tracescore._cli_scorers import UsageError, available_scorers, build_scorer
 from tracescore._request import ScoringRequest
 from tracescore._scoring import run_scorer, scorer_kwargs
 from tracescore.testing import ScriptedJudge
@@ -183,7 +183,7 @@ def llm_scorers(judge: Judge) -> dict[str, Any]:
     built = {}
     for scorer_id in available_scorers():
         try:
-            scorer = _build_scorer(scorer_id, judge)
+            scorer = build_scorer(scorer_id, judge)
         except UsageError:
             continue  # options without defaults (tool-call-accuracy's tools): not from here
         if getattr(scorer, "uses_judge", False):

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from tracescore import _cli, _state, run_evals
+from tracescore import _cli_scorers, _state, run_evals
 from tracescore._errors import ConfigurationError
 from tracescore.scorers import (
     create_tool_call_accuracy_scorer_code,
@@ -188,10 +188,12 @@ def test_legacy_id_keeps_the_old_id_with_a_deprecation_warning() -> None:
 
 
 def test_cli_resolves_both_ids_and_explains_what_it_cannot_build() -> None:
-    assert _cli._factory("tool-call-accuracy-code") is create_tool_call_accuracy_scorer_code
-    assert _cli._factory("tool-call-accuracy") is create_tool_call_accuracy_scorer_llm
-    with pytest.raises(_cli.UsageError, match="cannot be built from the command line") as info:
-        _cli._build_scorer("tool-call-accuracy-code", None)
+    factory_for = _cli_scorers.factory_for
+    assert factory_for("tool-call-accuracy-code") is create_tool_call_accuracy_scorer_code
+    assert factory_for("tool-call-accuracy") is create_tool_call_accuracy_scorer_llm
+    with pytest.raises(_cli_scorers.UsageError,
+                       match="cannot be built from the command line") as info:
+        _cli_scorers.build_scorer("tool-call-accuracy-code", None)
     assert "expected_tool" in str(info.value) and "run_evals" in str(info.value)
 
 

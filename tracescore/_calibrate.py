@@ -143,7 +143,8 @@ class CalibrationResult:
             "judge_calls": sum(i.calls for i in self.items),
             "prompt_tokens": sum(i.prompt_tokens for i in self.items),
             "completion_tokens": sum(i.completion_tokens for i in self.items),
-            "usd": None if any(c is None for c in costs) else round(math.fsum(costs), 6),
+            "usd": (None if any(c is None for c in costs)
+                    else round(math.fsum(c for c in costs if c is not None), 6)),
             "item_seconds": round(math.fsum(i.seconds for i in self.items), 3),
             "wall_seconds": round(self.seconds, 3),
         }
@@ -523,10 +524,10 @@ def _problems(result: CalibrationResult, min_accuracy: float | None,
 
 def _scorer(scorer: Any, judge: Any) -> Any:
     if isinstance(scorer, str):
-        from ._cli import UsageError, _build_scorer
+        from ._cli_scorers import UsageError, build_scorer
 
         try:
-            return _build_scorer(scorer, judge)
+            return build_scorer(scorer, judge)
         except UsageError as exc:
             raise ConfigurationError(str(exc)) from None
     if judge is not None:

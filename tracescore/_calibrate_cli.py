@@ -57,11 +57,11 @@ def run_calibrate(args: argparse.Namespace) -> int:
     """Run ``tracescore calibrate``; return the exit code."""
     from ._calibrate import calibrate
     from ._calibrate_report import write_junit, write_report
-    from ._cli import UsageError, _parse_scorer
+    from ._cli_scorers import UsageError, parse_scorer
     from ._errors import ConfigurationError
 
     try:
-        scorer_id, threshold = _parse_scorer(args.scorer)
+        scorer_id, threshold = parse_scorer(args.scorer)
         judge = judge_from_args(args)
         for path in (args.report, args.junit):
             if path:

@@ -10,7 +10,6 @@ from __future__ import annotations
 import argparse
 import importlib
 import importlib.util
-import inspect
 import os
 import re
 import sys
@@ -22,6 +21,7 @@ from typing import Any
 from . import _env
 from ._calibrate_cli import add_calibrate_parser, run_calibrate
 from ._cli_judge import add_judge_options, judge_from_args
+from ._cli_scorers import UsageError, available_scorers, build_scorer, parse_scorer
 
 __all__ = ["EXIT_FAILED", "EXIT_PASSED", "EXIT_USAGE", "main"]
 
@@ -29,13 +29,6 @@ EXIT_PASSED = 0
 EXIT_FAILED = 1
 EXIT_USAGE = 2
 
-_SCORER_ID = re.compile(r"[a-z0-9][a-z0-9-]*")
-_FACTORY = re.compile(r"create_([a-z0-9_]+)_scorer")
-_VARIANT_FACTORY = re.compile(r"create_[a-z0-9_]+_scorer_[a-z0-9]+")
-
-
-class UsageError(Exception):
-    """A problem the user must fix before the run can be made (exit code 2)."""
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -149,95 +142,6 @@ def _run_serve(args: argparse.Namespace) -> int:
         return EXIT_USAGE
 
 
-# -- scorers ------------------------------------------------------------------------------------
-
-
-def available_scorers() -> dict[str, Callable[..., Any]]:
-    """Scorer id -> factory, for every ``create_<id>_scorer`` exported by ``tracescore.scorers``."""
-    import tracescore.scorers as package
-
-    found = {}
-    for name in dir(package):
-        match = _FACTORY.fullmatch(name)
-        factory = getattr(package, name)
-        if match and callable(factory):
-            found[match.group(1).replace("_", "-")] = factory
-    return dict(sorted(found.items()))
-
-
-def _variant_factories() -> dict[str, Callable[..., Any]]:
-    """Scorer id -> factory for ``create_<name>_scorer_<variant>`` (tool-call-accuracy's
-    ``_llm`` and ``_code``): the id is the factory module's ``SCORER_ID``, since only the module
-    knows it (``tool-call-accuracy`` for the LLM variant, ``tool-call-accuracy-code``)."""
-    import tracescore.scorers as package
-
-    found = {}
-    for name in dir(package):
-        factory = getattr(package, name)
-        if _VARIANT_FACTORY.fullmatch(name) and callable(factory):
-            module = importlib.import_module(factory.__module__)
-            scorer_id = getattr(module, "SCORER_ID", None)
-            if isinstance(scorer_id, str):
-                found[scorer_id] = factory
-    return found
-
-
-def _factory(scorer_id: str) -> Callable[..., Any]:
-    if not _SCORER_ID.fullmatch(scorer_id):
-        raise UsageError(f"{scorer_id!r} is not a scorer id (lowercase, e.g. answer-relevancy)")
-    factories = available_scorers()
-    if scorer_id in factories:
-        return factories[scorer_id]
-    variant = _variant_factories().get(scorer_id)
-    if variant is not None:
-        return variant
-    # Scorers are added by several people; one may exist as a module before the package
-    # exports it.
-    module_name = scorer_id.replace("-", "_")
-    try:
-        module = importlib.import_module(f"tracescore.scorers.{module_name}")
-    except ImportError:
-        module = None
-    factory = getattr(module, f"create_{module_name}_scorer", None)
-    if callable(factory):
-        return factory  # type: ignore[no-any-return]
-    raise UsageError(f"unknown scorer {scorer_id!r}; available: {', '.join(factories) or 'none'}")
-
-
-def _parse_scorer(text: str) -> tuple[str, float | None]:
-    scorer_id, sep, raw = text.partition(":")
-    if not sep:
-        return scorer_id, None
-    try:
-        threshold = float(raw)
-    except ValueError:
-        raise UsageError(f"--scorer {text}: the threshold {raw!r} is not a number") from None
-    if threshold != threshold or threshold in (float("inf"), float("-inf")):
-        raise UsageError(f"--scorer {text}: the threshold must be a finite number")
-    return scorer_id, threshold
-
-
-def _build_scorer(scorer_id: str, judge: Any) -> Any:
-    from tracescore._errors import ConfigurationError
-
-    factory = _factory(scorer_id)
-    kwargs: dict[str, Any] = {}
-    try:
-        params = inspect.signature(factory).parameters
-    except (TypeError, ValueError):
-        params = {}  # type: ignore[assignment]
-    if judge is not None and "model" in params:
-        kwargs["model"] = judge
-    try:
-        return factory(**kwargs)
-    except (TypeError, ConfigurationError) as exc:
-        # A scorer whose options have no default (tool-call-accuracy's tools).
-        raise UsageError(
-            f"scorer {scorer_id!r} cannot be built from the command line ({exc}); use "
-            "tracescore.run_evals() in Python to pass its options"
-        ) from None
-
-
 # -- target -------------------------------------------------------------------------------------
 
 
@@ -286,7 +190,6 @@ def _has_judge(judge: Any) -> bool:
 
 
 def _run_eval(args: argparse.Namespace) -> int:
-    import tracescore
     from tracescore import _config
     from tracescore._evals import run_evals
     from tracescore._evals_report import write_junit, write_report
@@ -319,15 +222,15 @@ def _run_eval(args: argparse.Namespace) -> int:
         if wanted is None:
             wanted = _env.otlp_traces_endpoint() is not None
         if wanted:
-            tracescore.configure(judge=judge)
+            _config.configure(judge=judge)
             configured_here = True
     elif args.trace is False:
         # The target module configured tracescore; --no-trace still keeps this run untraced.
-        tracescore.shutdown()
+        _config.shutdown()
 
     thresholds: dict[str, float | None] = {}
     for text in args.scorer:
-        scorer_id, threshold = _parse_scorer(text)
+        scorer_id, threshold = parse_scorer(text)
         if scorer_id in thresholds:
             raise UsageError(f"--scorer {scorer_id} is given twice")
         thresholds[scorer_id] = threshold
@@ -335,7 +238,7 @@ def _run_eval(args: argparse.Namespace) -> int:
     built: dict[str, Any] = {}
     for scorer_id in [*thresholds, *gate_ids]:
         if scorer_id not in built:
-            built[scorer_id] = _build_scorer(scorer_id, judge)
+            built[scorer_id] = build_scorer(scorer_id, judge)
     for scorer_id, scorer in built.items():
         if getattr(scorer, "uses_judge", False) and not _has_judge(judge):
             raise UsageError(
@@ -360,9 +263,9 @@ def _run_eval(args: argparse.Namespace) -> int:
         )
     finally:
         if configured_here:
-            tracescore.shutdown()
+            _config.shutdown()
         elif _config.current() is not None:
-            tracescore.force_flush()
+            _config.force_flush()
 
     print(result.table())
     if args.report:

@@ -54,8 +54,9 @@ def judge_from_args(args: argparse.Namespace) -> Any:
     Raises:
         ConfigurationError: an option is invalid (``Judge`` says which).
     """
-    from tracescore import Judge, _env
+    from tracescore import _env
     from tracescore._errors import ConfigurationError
+    from tracescore._judge import Judge
 
     model = args.judge or None
     options: dict[str, Any] = {"response_format": args.judge_response_format}
