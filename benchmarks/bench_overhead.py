@@ -2,9 +2,15 @@
 
 Run: ``python benchmarks/bench_overhead.py [--calls 20000] [--rounds 7]``
 
-Every variant runs in this one process on the same SDK ``TracerProvider`` shape (a
-``BatchSpanProcessor`` with a large queue and a no-op exporter), in alternating rounds; the
-script prints the median per-call time of each and its ratio to the baseline:
+Every variant runs in this one process, in alternating rounds, and exports each span once to a
+no-op exporter: the baseline through the SDK's ``BatchSpanProcessor`` (a queue large enough that
+nothing is dropped), tracescore through its own export processor (``configure(exporter=...)``
+on a provider with no other processor). The script prints, per variant, the median per-call
+wall time and the calling thread's CPU time (``time.thread_time``: what the call itself costs
+that thread; background work such as scoring shows in the wall time only, since in a loop that
+keeps a core busy it takes turns with the caller for the GIL), each with its ratio to the
+baseline. ``--user-bsp`` also gives tracescore's provider a ``BatchSpanProcessor`` (every
+span then goes through two export pipelines, as in the runs before 2026-12-01):
 
 - ``baseline``: ``tracer.start_as_current_span`` that sets the same attributes tracescore sets
   (operation, kinds, agent name, JSON input and output);
@@ -63,22 +69,27 @@ class SlowScorer:
         return type("R", (), {"score": 1.0, "reason": "ok", "judge_model": "bench"})()
 
 
-def per_call(fn: Callable[[str], Any], calls: int) -> float:
-    start = time.perf_counter()
+def per_call(fn: Callable[[str], Any], calls: int) -> tuple[float, float]:
+    """Seconds per call: (wall, CPU time of this thread)."""
+    start, cpu = time.perf_counter(), time.thread_time()
     for _ in range(calls):
         fn("What is the capital of France?")
-    return (time.perf_counter() - start) / calls
+    return (time.perf_counter() - start) / calls, (time.thread_time() - cpu) / calls
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--calls", type=int, default=20_000)
     parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--user-bsp", action="store_true",
+                        help="give tracescore's provider a BatchSpanProcessor of its own too")
     args = parser.parse_args()
 
-    def make_provider() -> TracerProvider:
+    def make_provider(bsp: bool = True) -> TracerProvider:
         provider = TracerProvider()
-        provider.add_span_processor(BatchSpanProcessor(NoopExporter(), max_queue_size=200_000))
+        if bsp:
+            provider.add_span_processor(
+                BatchSpanProcessor(NoopExporter(), max_queue_size=200_000))
         return provider
 
     base_tracer = make_provider().get_tracer("baseline")
@@ -113,23 +124,28 @@ def main() -> None:
                                                 ground_truth=lambda s, q: "Paris")],
         "sampled, slow judge": [tracescore.ScoringRule(scorer=SlowScorer(), sample_rate=1.0)],
     }
-    results: dict[str, list[float]] = {"baseline": [], **{k: [] for k in variants}}
+    results: dict[str, list[tuple[float, float]]] = {"baseline": [], **{k: [] for k in variants}}
     for _ in range(args.rounds):
         results["baseline"].append(per_call(baseline, args.calls))
         for name, rules in variants.items():
             tracescore.configure(
-                tracer_provider=make_provider(), exporter=NoopExporter(), scoring=rules,
+                tracer_provider=make_provider(args.user_bsp), exporter=NoopExporter(),
+                scoring=rules,
                 max_queue_size=args.calls + 1, max_concurrency=256, score_timeout=600,
             )
             results[name].append(per_call(decorated, args.calls))
             tracescore.shutdown(60_000 if name != "sampled, slow judge" else 1)
 
-    base = statistics.median(results["baseline"])
-    print(f"per-call cost, median of {args.rounds} rounds x {args.calls} calls")
-    print(f"{'variant':<24}{'us/call':>10}{'ratio':>8}")
+    base_wall = statistics.median(w for w, _ in results["baseline"])
+    base_cpu = statistics.median(c for _, c in results["baseline"])
+    print(f"per-call cost, median of {args.rounds} rounds x {args.calls} calls"
+          + (" (tracescore's provider has a BatchSpanProcessor too)" if args.user_bsp else ""))
+    print(f"{'variant':<24}{'wall us':>10}{'ratio':>8}{'caller CPU us':>15}{'ratio':>8}")
     for name, samples in results.items():
-        med = statistics.median(samples)
-        print(f"{name:<24}{med * 1e6:>10.2f}{med / base:>8.2f}")
+        wall = statistics.median(w for w, _ in samples)
+        cpu = statistics.median(c for _, c in samples)
+        print(f"{name:<24}{wall * 1e6:>10.2f}{wall / base_wall:>8.2f}"
+              f"{cpu * 1e6:>15.2f}{cpu / base_cpu:>8.2f}")
 
     code = "import time; t=time.perf_counter(); import tracescore; print(time.perf_counter()-t)"
     times = [

@@ -50,17 +50,33 @@ class _SwitchProcessor(SpanProcessor):
     processors cannot be removed."""
 
     def __init__(self) -> None:
-        self.target: SpanProcessor | None = None
+        self._target: SpanProcessor | None = None
+        # The target's hooks, bound once (they run for every span); no on_start when the
+        # target says it does nothing there.
+        self._on_start: Any = None
+        self._on_end: Any = None
+
+    @property
+    def target(self) -> SpanProcessor | None:
+        """The processor spans go to now (None: nowhere)."""
+        return self._target
+
+    @target.setter
+    def target(self, target: SpanProcessor | None) -> None:
+        self._target = target
+        self._on_start = (None if target is None or getattr(target, "starts_nothing", False)
+                          else target.on_start)
+        self._on_end = None if target is None else target.on_end
 
     def on_start(self, span: Any, parent_context: Any = None) -> None:
-        target = self.target
-        if target is not None:
-            target.on_start(span, parent_context=parent_context)
+        on_start = self._on_start
+        if on_start is not None:
+            on_start(span, parent_context=parent_context)
 
     def on_end(self, span: ReadableSpan) -> None:
-        target = self.target
-        if target is not None:
-            target.on_end(span)
+        on_end = self._on_end
+        if on_end is not None:
+            on_end(span)
 
     def shutdown(self) -> None:
         target = self.target

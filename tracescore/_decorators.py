@@ -215,11 +215,13 @@ def _start(spec: _Spec, instance: Any, args: tuple[Any, ...], kwargs: dict[str, 
             if capture:
                 limit = _state.max_content_length
                 text = to_json(arguments, limit)
-                span.set_attribute(sc.INPUT_VALUE, text)
-                span.set_attribute(sc.INPUT_MIME_TYPE, sc.MIME_JSON)
+                # One set_attributes call: each set_attribute is one (copied dict, lock).
                 if spec.kind == "tool":
-                    span.set_attribute(sc.GEN_AI_TOOL_CALL_ARGUMENTS, text)
-                elif spec.kind == "llm":
+                    span.set_attributes({sc.INPUT_VALUE: text, sc.INPUT_MIME_TYPE: sc.MIME_JSON,
+                                         sc.GEN_AI_TOOL_CALL_ARGUMENTS: text})
+                else:
+                    span.set_attributes({sc.INPUT_VALUE: text, sc.INPUT_MIME_TYPE: sc.MIME_JSON})
+                if spec.kind == "llm":
                     _record_input_messages(span, arguments, limit)
     except Exception:
         _internal_error("recording the input")
@@ -245,11 +247,12 @@ def _finish(spec: _Spec, span: Span, payload: CallRecord | None, output: Any) ->
                     span.set_attribute(sc.TRACESCORE_TRUNCATED, True)
         elif capture:
             text = to_json(output, limit)
-            span.set_attribute(sc.OUTPUT_VALUE, text)
-            span.set_attribute(sc.OUTPUT_MIME_TYPE, sc.MIME_JSON)
             if spec.kind == "tool":
-                span.set_attribute(sc.GEN_AI_TOOL_CALL_RESULT, text)
-            elif spec.kind == "llm":
+                span.set_attributes({sc.OUTPUT_VALUE: text, sc.OUTPUT_MIME_TYPE: sc.MIME_JSON,
+                                     sc.GEN_AI_TOOL_CALL_RESULT: text})
+            else:
+                span.set_attributes({sc.OUTPUT_VALUE: text, sc.OUTPUT_MIME_TYPE: sc.MIME_JSON})
+            if spec.kind == "llm":
                 _record_messages(span, _chat_messages.output_messages(output),
                                  sc.GEN_AI_OUTPUT_MESSAGES, sc.LLM_OUTPUT_MESSAGES, limit)
     except Exception:

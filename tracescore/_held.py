@@ -30,8 +30,10 @@ class Held:
     def __init__(self, span: ReadableSpan, pending: int, deadline: float) -> None:
         self.span = span
         self.pending = pending
-        self.events: list[Event] = []
-        self.attributes: dict[str, Any] = {}  # the scores as searchable span attributes
+        # Made on the first score: a held span waiting for its scores is kept small, since a
+        # backlog of them is what the garbage collector walks.
+        self.events: list[Event] | None = None
+        self.attributes: dict[str, Any] | None = None  # the scores as span attributes
         self.exported = False
         self.deadline = deadline
 
@@ -100,9 +102,15 @@ class HeldSpans:
             held = self._spans.get(key)
             if held is None or held.exported:
                 return False
-            held.events.append(event)
+            if held.events is None:
+                held.events = [event]
+            else:
+                held.events.append(event)
             if attributes:
-                held.attributes.update(attributes)
+                if held.attributes is None:
+                    held.attributes = dict(attributes)
+                else:
+                    held.attributes.update(attributes)
             held.pending -= 1
             if held.pending <= 0:
                 export = self._release(held)
@@ -159,7 +167,7 @@ class HeldSpans:
     def _export_held(self, held: Held) -> None:
         span = held.span
         if held.events or held.attributes:
-            span = with_events(span, held.events, held.attributes)
+            span = with_events(span, held.events or (), held.attributes)
         self._export(span)
 
 
@@ -167,17 +175,28 @@ def with_events(span: ReadableSpan, extra: Sequence[Event],
                 extra_attributes: Mapping[str, Any] | None = None) -> ReadableSpan:
     """A copy of ``span`` with ``extra`` events appended and ``extra_attributes`` added (the
     scores as searchable attributes), built with the public constructor, keeping the counts of
-    attributes, events and links the SDK dropped for its limits."""
+    attributes, events and links the SDK dropped for its limits.
+
+    The span's values were checked when the SDK recorded them, so the copy takes them as they
+    are: plain containers, or the SDK's bounded ones only where a dropped count must be kept
+    (the constructor reads the counts from them)."""
     merged = dict(span.attributes or {})
-    merged.update(extra_attributes or {})
-    attributes = BoundedAttributes(maxlen=None, attributes=merged, immutable=True)
-    attributes.dropped = span.dropped_attributes
-    events: BoundedList[Event] = BoundedList(None)
-    events.extend(tuple(span.events) + tuple(extra))
-    events.dropped = span.dropped_events
-    links: BoundedList[Any] = BoundedList(None)
-    links.extend(span.links)
-    links.dropped = span.dropped_links
+    if extra_attributes:
+        merged.update(extra_attributes)
+    attributes: Any = merged
+    if span.dropped_attributes:
+        attributes = BoundedAttributes(maxlen=None, attributes=merged, immutable=True)
+        attributes.dropped = span.dropped_attributes
+    events: Any = (*span.events, *extra)
+    if span.dropped_events:
+        events = BoundedList(None)
+        events.extend((*span.events, *extra))
+        events.dropped = span.dropped_events
+    links: Any = span.links
+    if span.dropped_links:
+        links = BoundedList(None)
+        links.extend(span.links)
+        links.dropped = span.dropped_links
     return ReadableSpan(
         name=span.name,
         context=span.context,

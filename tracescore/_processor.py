@@ -28,10 +28,11 @@ from opentelemetry.trace import StatusCode
 from . import _loop
 from . import _semconv as sc
 from ._engine import Deferred, Engine, Job
-from ._held import HeldSpans
+from ._held import Held, HeldSpans, with_events
 from ._readers import Content, Reader, attributes_of, reader_for, scope_name
 from ._request import ScoringRequest
 from ._rules import CompiledRule, Selected, select
+from ._sampling import trace_sampled
 from ._stats import Stats
 from ._trace_buffer import TraceBuffer
 from ._writers.callback import CallbackWriter, ScoreEvent
@@ -142,6 +143,12 @@ class ScoringSpanProcessor(SpanProcessor):
         return len(self._held)
 
     # -- SpanProcessor -------------------------------------------------------------------------
+    @property
+    def starts_nothing(self) -> bool:
+        """True when ``on_start`` has nothing to do (the export processor ignores it), so a
+        caller may skip the call."""
+        return getattr(self._downstream, "starts_nothing", self._downstream is None)
+
     def on_start(self, span: Any, parent_context: Any = None) -> None:
         if self._downstream is not None:
             try:
@@ -163,18 +170,27 @@ class ScoringSpanProcessor(SpanProcessor):
         ctx = span.context
         if ctx is None or not self._rules or self._closed:
             return False
+        buffer = self._buffer
+        failed = span.status.status_code is StatusCode.ERROR
+        if buffer is None:
+            # When no rule can pick this span whatever it matches, and no trace context is
+            # kept, the span goes straight to export (most spans, at a low sample rate).
+            for rule in self._rules:
+                if (failed and rule.score_errors) or trace_sampled(
+                        ctx.trace_id, rule.sample_rate, rule.salt):
+                    break
+            else:
+                return False
         attrs = attributes_of(span)
         if attrs.get(sc.TRACESCORE_EVALUATION_CARRIER):
             return False
         reader = reader_for(span)
         kind = reader.kind(span)
-        buffer = self._buffer
         if buffer is not None:
             if self._wants_tool_calls:
                 buffer.add_span(ctx.trace_id, ctx.span_id,
                                 span.parent.span_id if span.parent else None)
             reader.observe(span, kind, buffer)
-        failed = span.status.status_code is StatusCode.ERROR
         scope = scope_name(span)
         selected = select(self._rules, trace_id=ctx.trace_id, kind=kind, name=span.name,
                           attributes=attrs, scope=scope, failed=failed, span=span)
@@ -197,20 +213,25 @@ class ScoringSpanProcessor(SpanProcessor):
         # Only what is gone once end() returns is read on this thread (the decorators' full
         # values); the request itself is built on the loop, off the application's thread.
         content = reader.read(span, kind) if reader.volatile else None
-        build = functools.partial(self._jobs, span, reader, kind, scope, attrs, content,
-                                  context, admitted)
+        build = functools.partial(self._jobs, held, reader, kind, scope, content, context,
+                                  admitted)
         if self._engine.submit(Deferred([s.rule for s in admitted], build)):
             return True
         self._count_skips(admitted, "queue_full")
         # False: a flush or shutdown exported it meanwhile (the skip still happened).
         return not self._held.unhold(held)
 
-    def _jobs(self, span: ReadableSpan, reader: Reader, kind: str | None, scope: str,
-              attrs: Any, content: Content | None,
-              context: tuple[tuple[Any, ...], tuple[Any, ...]],
+    def _jobs(self, held: Held, reader: Reader, kind: str | None, scope: str,
+              content: Content | None, context: tuple[tuple[Any, ...], tuple[Any, ...]],
               admitted: list[Selected]) -> list[Job]:
-        """On the loop thread: the span's request and one job per admitted rule."""
-        request = self._request(span, reader, kind, scope, attrs, content, context)
+        """On the loop thread: the span's request and one job per admitted rule.
+
+        The held span is swapped for a plain copy first (the same values in plain containers,
+        see ``with_events``): the SDK's span keeps a lock and a bounded container per list,
+        about half the objects a waiting span costs the garbage collector."""
+        span = with_events(held.span, ())
+        held.span = span
+        request = self._request(span, reader, kind, scope, span.attributes, content, context)
         with self._lock:
             self._stats.spans_scored += 1
         return [Job(request, s.rule, s.on_error, span) for s in admitted]

@@ -44,6 +44,9 @@ _NON_FINITE = {"nan": "NaN", "inf": "Infinity", "-inf": "-Infinity"}
 _LOG10_2 = math.log10(2)
 _SEQUENCES = (list, tuple, set, frozenset, deque, MappingView)
 _SURROGATES = re.compile("[\ud800-\udfff]")
+# One encoder for the fast paths: ``json.dumps`` with any non-default option builds a new
+# ``JSONEncoder`` per call, which costs as much as encoding a short value.
+_ENCODE = json.JSONEncoder(ensure_ascii=False).encode
 def truncate(text: str, max_length: int) -> str:
     """Cut ``text`` to at most ``max_length`` characters, ending with a marker saying how many
     characters were dropped (when the marker itself fits). ``max_length <= 0`` means no
@@ -213,9 +216,7 @@ def to_json(value: Any, max_length: int = DEFAULT_MAX_LENGTH) -> str:
     # Fast path for the common shapes (a string, a flat dict of scalars), which need no walk.
     kind = type(value)
     if kind is str:
-        return utf8_safe(
-            truncate(json.dumps(_shown(value, max_length), ensure_ascii=False), max_length)
-        )
+        return utf8_safe(truncate(_ENCODE(_shown(value, max_length)), max_length))
     if kind is dict and len(value) <= 64:
         flat = True
         for k, v in value.items():
@@ -232,7 +233,7 @@ def to_json(value: Any, max_length: int = DEFAULT_MAX_LENGTH) -> str:
         if flat:
             shown = {redact_text(k): redact_text(v) if type(v) is str else v
                      for k, v in value.items()}
-            return utf8_safe(truncate(json.dumps(shown, ensure_ascii=False), max_length))
+            return utf8_safe(truncate(_ENCODE(shown), max_length))
     try:
         text = json.dumps(
             _jsonable(value, max_length, 0, set(), _Budget(max_length)),

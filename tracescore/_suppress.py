@@ -73,10 +73,30 @@ def is_suppressed() -> bool:
         >>> is_suppressed()
         False
     """
+    check = _check
+    if check is None:
+        check = _resolve_check()
+    return check()
+
+
+# How is_suppressed() decides, resolved on its first call (it runs on every decorated call).
+_check: Callable[[], bool] | None = None
+
+
+def _resolve_check() -> Callable[[], bool]:
+    global _check
     enabled = _contrib_enabled()
     if enabled is not None:
-        return not enabled()
-    return any(otel_context.get_value(key) for key in _keys())
+        def check() -> bool:
+            return not enabled()
+    else:
+        keys = _keys()
+
+        def check() -> bool:
+            current = otel_context.get_current()
+            return any(current.get(key) for key in keys)
+    _check = check
+    return check
 
 
 def _keys() -> tuple[str, ...]:

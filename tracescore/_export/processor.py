@@ -147,6 +147,9 @@ class ExportProcessor(SpanProcessor):
         return self._queued_bytes
 
     # -- SpanProcessor -------------------------------------------------------------------------
+    #: ``on_start`` does nothing: a processor that forwards to this one may skip the call.
+    starts_nothing = True
+
     def on_start(self, span: Any, parent_context: Any = None) -> None:
         return None
 

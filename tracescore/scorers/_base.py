@@ -906,13 +906,34 @@ def _default_schema_name(scorer_id: str, step: str) -> str:
     return f"{base}_{_STEP_LABELS[step]}"[:64]
 
 
+# A prebuilt scorer's synchronous step on texts up to this many characters in all runs on the
+# loop itself: its work is bounded by the text (well under a millisecond here), while a hop to
+# the worker pool costs more than the step and, when the application's threads keep the GIL
+# busy, waits a switch interval (5 ms) for each thread it crosses.
+INLINE_STEP_MAX_CHARS = 2_000
+_OWN_STEPS = __name__.rpartition(".")[0] + "."
+
+
+def _runs_inline(step: Callable[[ScorerRun], Any], run: ScorerRun) -> bool:
+    """Whether ``step`` may run on the loop: one of tracescore's own scorer steps (a user's
+    step may block on anything) on short texts."""
+    if not getattr(step, "__module__", "").startswith(_OWN_STEPS):
+        return False
+    size = len(run.input_text) + len(run.output_text) + len(run.ground_truth_text)
+    if run.context:
+        size += sum(len(piece) for piece in run.context)
+    return size <= INLINE_STEP_MAX_CHARS
+
+
 async def _call(step: Callable[[ScorerRun], Any], run: ScorerRun) -> Any:
     if inspect.iscoroutinefunction(step):
         value = await step(run)
+    elif _runs_inline(step, run):
+        value = step(run)
     else:
-        # A synchronous step may be CPU-bound (a heuristic scorer on a long text): run it in
-        # tracescore's small worker pool, so the loop that serves every other scoring job and
-        # judge call keeps answering meanwhile.
+        # A synchronous step may be CPU-bound (a heuristic scorer on a long text, a user's
+        # step): run it in tracescore's small worker pool, so the loop that serves every other
+        # scoring job and judge call keeps answering meanwhile.
         value = await run_cpu(step, run)
     if inspect.isawaitable(value):
         value = await value
