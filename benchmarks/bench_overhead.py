@@ -66,7 +66,13 @@ class SlowScorer:
 
     async def arun(self, **kwargs: Any) -> Any:
         await asyncio.sleep(0.2)
-        return type("R", (), {"score": 1.0, "reason": "ok", "judge_model": "bench"})()
+        return _SlowResult()
+
+
+class _SlowResult:
+    score = 1.0
+    reason = "ok"
+    judge_model = "bench"
 
 
 def per_call(fn: Callable[[str], Any], calls: int) -> tuple[float, float]:

@@ -398,3 +398,27 @@ def test_unknown_template_field_is_a_scorer_error(judge: Judge) -> None:
     with pytest.raises(ScorerError) as info:
         scorer.run(output="x")
     assert "ouptut" in str(info.value)
+
+
+def test_a_users_sync_step_runs_in_the_worker_pool_and_prebuilt_short_steps_on_the_loop() -> None:
+    import threading
+
+    from tracescore.scorers import _base, create_content_similarity_scorer
+
+    threads: list[str] = []
+
+    def score(run: Any) -> float:
+        threads.append(threading.current_thread().name)
+        return 1.0
+
+    create_scorer(id="user-step", generate_score=score).run(output="short")
+    # A user's step may block on anything: never on the loop that serves every other job.
+    assert threads and threads[0].startswith("tracescore-cpu")
+
+    prebuilt = create_content_similarity_scorer()
+    step = prebuilt._steps["generate_score"]
+    short = prebuilt._prepare("q", "an answer", "a reference", None, {})
+    long = prebuilt._prepare("q", "x" * (_base.INLINE_STEP_MAX_CHARS + 1), "ref", None, {})
+    assert _base._runs_inline(step, short)
+    assert not _base._runs_inline(step, long)
+    assert not _base._runs_inline(score, short)

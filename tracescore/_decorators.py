@@ -208,7 +208,7 @@ def _start(spec: _Spec, instance: Any, args: tuple[Any, ...], kwargs: dict[str, 
     span = tracer.start_span(spec.span_name, kind=spec.span_kind, attributes=spec.attributes)
     payload: CallRecord | None = None
     try:
-        capture = _capture_enabled(spec)
+        capture = spec.capture if spec.capture is not None else _state.capture_content
         if span.is_recording() and (capture or _handoff.wanted):
             arguments = spec.bind(instance, args, kwargs)
             payload = CallRecord(spec.kind, arguments)
@@ -231,7 +231,7 @@ def _start(spec: _Spec, instance: Any, args: tuple[Any, ...], kwargs: dict[str, 
 
 def _finish(spec: _Spec, span: Span, payload: CallRecord | None, output: Any) -> None:
     try:
-        capture = _capture_enabled(spec)
+        capture = spec.capture if spec.capture is not None else _state.capture_content
         limit = _state.max_content_length
         if payload is not None:
             payload.output = output

@@ -26,7 +26,7 @@ import weakref
 from collections import Counter, deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import Any
 
 from . import _loop
 from ._request import ScoringRequest
@@ -59,17 +59,30 @@ class Job:
     source: Any = None
 
 
-class Deferred(NamedTuple):
+class Deferred:
     """Jobs to be built on the loop thread, off the submitting thread.
+
+    Subclass it and implement ``build`` (the span processor does: one object per waiting
+    span, since every object a waiting span keeps is one more for the garbage collector to
+    walk), or pass ``build``.
 
     Attributes:
         rules: the rules whose jobs ``build`` makes, one place each in the queue (they name
             the jobs counted as dropped if the engine stops before building them).
-        build: returns the jobs, one per rule, in order; called once on the loop thread.
     """
 
-    rules: Sequence[CompiledRule]
-    build: Callable[[], Sequence[Job]]
+    __slots__ = ("rules", "_build")
+
+    def __init__(self, rules: Sequence[CompiledRule],
+                 build: Callable[[], Sequence[Job]] | None = None) -> None:
+        self.rules = rules
+        self._build = build
+
+    def build(self) -> Sequence[Job]:
+        """The jobs, one per rule, in order; called once on the loop thread."""
+        if self._build is None:
+            raise NotImplementedError("Deferred.build")
+        return self._build()
 
 
 def _scorer_ids(item: Job | Deferred) -> list[str]:
@@ -126,12 +139,14 @@ class Engine:
         places = len(jobs.rules) if isinstance(jobs, Deferred) else len(jobs)
         if not places:
             return True
-        items: Sequence[Job | Deferred] = [jobs] if isinstance(jobs, Deferred) else jobs
         with self._lock:
             if self._closed or self._pending + places > self.max_queue_size:
                 return False
             self._pending += places
-            self._inbox.extend(items)
+            if isinstance(jobs, Deferred):
+                self._inbox.append(jobs)
+            else:
+                self._inbox.extend(jobs)
             wake = not self._polling
             self._polling = True
         if wake:
@@ -142,7 +157,7 @@ class Engine:
                 # jobs back, so the caller exports the span unscored and counts the skip.
                 with self._lock:
                     self._polling = False
-                    for item in items:
+                    for item in ([jobs] if isinstance(jobs, Deferred) else jobs):
                         with contextlib.suppress(ValueError):
                             self._inbox.remove(item)
                     self._pending -= places

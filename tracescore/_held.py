@@ -179,24 +179,21 @@ def with_events(span: ReadableSpan, extra: Sequence[Event],
 
     The span's values were checked when the SDK recorded them, so the copy takes them as they
     are: plain containers, or the SDK's bounded ones only where a dropped count must be kept
-    (the constructor reads the counts from them)."""
-    merged = dict(span.attributes or {})
+    (the constructor reads the counts from them). This runs on the application's thread for
+    every span held for scoring: the SDK's containers are read directly where the span has
+    them (its properties copy them through Python-level views)."""
+    attributes: Any = getattr(span, "_attributes", None)
+    inner = getattr(attributes, "_dict", None)
+    merged = inner.copy() if inner.__class__ is dict else dict(span.attributes or {})
+    dropped_attributes = getattr(attributes, "dropped", 0)
     if extra_attributes:
         merged.update(extra_attributes)
-    attributes: Any = merged
-    if span.dropped_attributes:
+    attributes = merged
+    if dropped_attributes:
         attributes = BoundedAttributes(maxlen=None, attributes=merged, immutable=True)
-        attributes.dropped = span.dropped_attributes
-    events: Any = (*span.events, *extra)
-    if span.dropped_events:
-        events = BoundedList(None)
-        events.extend((*span.events, *extra))
-        events.dropped = span.dropped_events
-    links: Any = span.links
-    if span.dropped_links:
-        links = BoundedList(None)
-        links.extend(span.links)
-        links.dropped = span.dropped_links
+        attributes.dropped = dropped_attributes
+    events = _plain_list(getattr(span, "_events", None), span, "events", tuple(extra))
+    links = _plain_list(getattr(span, "_links", None), span, "links", ())
     return ReadableSpan(
         name=span.name,
         context=span.context,
@@ -211,6 +208,22 @@ def with_events(span: ReadableSpan, extra: Sequence[Event],
         end_time=span.end_time,
         instrumentation_scope=span.instrumentation_scope,
     )
+
+
+def _plain_list(own: Any, span: ReadableSpan, name: str, extra: tuple[Any, ...]) -> Any:
+    """The span's events or links (its own ``BoundedList`` read at C speed, else the public
+    property) plus ``extra``: a tuple, or a ``BoundedList`` keeping the SDK's dropped count."""
+    queue = getattr(own, "_dq", None)
+    items = tuple(queue) if queue is not None else tuple(getattr(span, name))
+    if extra:
+        items += extra
+    dropped = getattr(own, "dropped", 0)
+    if not dropped:
+        return items
+    bounded: BoundedList[Any] = BoundedList(None)
+    bounded.extend(items)
+    bounded.dropped = dropped
+    return bounded
 
 
 def key_of(span: Any) -> Key:

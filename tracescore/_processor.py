@@ -12,7 +12,6 @@ dictionary look-ups, and for a picked span one frozen request and one hand-off.
 
 from __future__ import annotations
 
-import functools
 import logging
 import os
 import threading
@@ -48,6 +47,32 @@ _SWEEP_COALESCE = 0.05
 _SHUTDOWN_AFTER_MISSED_FLUSH = 1.0
 
 __all__ = ["ScoreEvent", "ScoringSpanProcessor", "Stats"]
+
+
+class _Pending(Deferred):
+    """A span waiting for its jobs to be built on the loop: everything the build needs in one
+    object (a backlog of waiting spans is what the garbage collector walks)."""
+
+    __slots__ = ("processor", "held", "reader", "kind", "scope", "content", "context",
+                 "on_error")
+
+    def __init__(self, processor: ScoringSpanProcessor, held: Held, reader: Reader,
+                 kind: str | None, scope: str, content: Content | None,
+                 context: tuple[tuple[Any, ...], tuple[Any, ...]],
+                 admitted: list[Selected]) -> None:
+        super().__init__([s.rule for s in admitted])
+        self.processor = processor
+        self.held = held
+        self.reader = reader
+        self.kind = kind
+        self.scope = scope
+        self.content = content
+        self.context = context
+        # A tuple of bools: the collector stops tracking it at its first pass.
+        self.on_error = tuple([s.on_error for s in admitted])
+
+    def build(self) -> list[Job]:
+        return self.processor._jobs(self)
 
 
 class ScoringSpanProcessor(SpanProcessor):
@@ -206,35 +231,34 @@ class ScoringSpanProcessor(SpanProcessor):
             buffer.end_trace(ctx.trace_id)  # the local root ended: nothing later needs it
         if not admitted:
             return False
-        held = self._held.hold(span, len(admitted), time.monotonic() + self._score_timeout)
+        # The span waits for its scores as a plain copy (the same values in plain containers,
+        # see ``with_events``): the SDK's span keeps a lock and a bounded container per list,
+        # two thirds of the objects the garbage collector would walk for every waiting span,
+        # and dropped here they never reach it.
+        held = self._held.hold(with_events(span, ()), len(admitted),
+                               time.monotonic() + self._score_timeout)
         if held is None:
             self._count_skips(admitted, "held_spans_full")
             return False
         # Only what is gone once end() returns is read on this thread (the decorators' full
         # values); the request itself is built on the loop, off the application's thread.
         content = reader.read(span, kind) if reader.volatile else None
-        build = functools.partial(self._jobs, held, reader, kind, scope, content, context,
-                                  admitted)
-        if self._engine.submit(Deferred([s.rule for s in admitted], build)):
+        if self._engine.submit(_Pending(self, held, reader, kind, scope, content, context,
+                                        admitted)):
             return True
         self._count_skips(admitted, "queue_full")
         # False: a flush or shutdown exported it meanwhile (the skip still happened).
         return not self._held.unhold(held)
 
-    def _jobs(self, held: Held, reader: Reader, kind: str | None, scope: str,
-              content: Content | None, context: tuple[tuple[Any, ...], tuple[Any, ...]],
-              admitted: list[Selected]) -> list[Job]:
-        """On the loop thread: the span's request and one job per admitted rule.
-
-        The held span is swapped for a plain copy first (the same values in plain containers,
-        see ``with_events``): the SDK's span keeps a lock and a bounded container per list,
-        about half the objects a waiting span costs the garbage collector."""
-        span = with_events(held.span, ())
-        held.span = span
-        request = self._request(span, reader, kind, scope, span.attributes, content, context)
+    def _jobs(self, pending: _Pending) -> list[Job]:
+        """On the loop thread: the span's request and one job per admitted rule."""
+        span = pending.held.span
+        request = self._request(span, pending.reader, pending.kind, pending.scope,
+                                span.attributes, pending.content, pending.context)
         with self._lock:
             self._stats.spans_scored += 1
-        return [Job(request, s.rule, s.on_error, span) for s in admitted]
+        return [Job(request, rule, on_error, span)
+                for rule, on_error in zip(pending.rules, pending.on_error, strict=True)]
 
     def _admit(self, selected: list[Selected]) -> list[Selected]:
         """Apply the held-span cap, each rule's rate limit and budget (they count at the

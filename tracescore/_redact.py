@@ -501,6 +501,35 @@ def redact_text(text: str) -> str:
     return text
 
 
+# redact_name's memory: the redacted form of names seen under the rules in force.
+_names: dict[str, str] = {}
+_names_rules: _Rules | None = None
+_NAMES_MAX = 1_024
+
+
+def redact_name(name: str) -> str:
+    """``redact_text`` for a name (a mapping key, an argument name): the same result,
+    remembered for up to 1,024 names of at most 64 characters while the rules stay the same
+    and no callback is set (names repeat on every call; values do not).
+
+    Example:
+        >>> redact_name("question")
+        'question'
+    """
+    rules = _rules
+    if rules is None or rules.callback is not None or not enabled or len(name) > 64:
+        return redact_text(name)
+    global _names, _names_rules
+    if _names_rules is not rules:
+        _names, _names_rules = {}, rules
+    known = _names.get(name)
+    if known is None:
+        known = redact_text(name)
+        if len(_names) < _NAMES_MAX:
+            _names[name] = known
+    return known
+
+
 def _call_user(callback: Callable[[str], str], text: str) -> str:
     global callback_failures, _callback_warned
     try:

@@ -63,10 +63,16 @@ def attributes_size(attributes: Mapping[str, Any] | None) -> int:
     """Upper bound of the bytes of an OTLP ``KeyValue`` list."""
     if not attributes:
         return 0
-    total = 3 * _FIELD * len(attributes)
+    # The SDK's BoundedAttributes of an ended span is immutable: its dict is read directly
+    # (the Mapping view would look every key up again through a Python method).
+    inner = getattr(attributes, "_dict", None)
+    plain: Mapping[str, Any] = (
+        inner if inner.__class__ is dict and getattr(attributes, "_immutable", False)
+        else attributes)
+    total = 3 * _FIELD * len(plain)
     # The common shapes inline (this runs on the thread that ends every span): ASCII keys,
     # string and scalar values.
-    for key, value in _items(attributes):
+    for key, value in plain.items():
         kind = value.__class__
         if kind is str:
             total += _FIELD + (len(value) if value.isascii() else text_size(value))
@@ -76,24 +82,6 @@ def attributes_size(attributes: Mapping[str, Any] | None) -> int:
             total += value_size(value)
         total += len(key) if key.isascii() else text_size(key)
     return total
-
-
-def _items(attributes: Mapping[str, Any]) -> Any:
-    """The mapping's items, iterated at C speed when it is the SDK's ``BoundedAttributes`` of
-    an ended span (immutable: its dict no longer changes); its own ``items()`` otherwise
-    (the ``Mapping`` view looks every key up again through a Python method)."""
-    inner = getattr(attributes, "_dict", None)
-    if inner.__class__ is dict and getattr(attributes, "_immutable", False):
-        return inner.items()
-    return attributes.items()
-
-
-def _raw(span: ReadableSpan, name: str, public: str) -> Any:
-    """The SDK span's own field behind a property that copies it (``_attributes`` behind
-    the read-only ``attributes`` view, ``_events`` behind the ``events`` tuple); the public
-    property for any other ``ReadableSpan``."""
-    value = getattr(span, name, None)
-    return value if value is not None else getattr(span, public)
 
 
 def span_size(span: ReadableSpan) -> int:
@@ -106,8 +94,14 @@ def span_size(span: ReadableSpan) -> int:
     Returns:
         Bytes, never fewer than the protobuf encoder writes for it.
     """
-    total = _SPAN_FIXED + text_size(span.name) + attributes_size(
-        _raw(span, "_attributes", "attributes"))
+    name = span.name
+    total = _SPAN_FIXED + (len(name) if name.isascii() else text_size(name))
+    # The SDK span's own fields where it has them (its properties copy them on every read).
+    attributes = getattr(span, "_attributes", None)
+    if attributes is None:
+        attributes = span.attributes
+    if attributes:
+        total += attributes_size(attributes)
     context = span.context
     if context is not None and context.trace_state:
         total += _FIELD + sum(text_size(k) + text_size(v) + 2 for k, v in
@@ -115,11 +109,15 @@ def span_size(span: ReadableSpan) -> int:
     status = span.status
     if status is not None and status.description:
         total += _FIELD + text_size(status.description)
-    events = _raw(span, "_events", "events")
+    events = getattr(span, "_events", None)
+    if events is None:
+        events = span.events
     if events:
         for event in events:
             total += _EVENT_FIXED + text_size(event.name) + attributes_size(event.attributes)
-    links = _raw(span, "_links", "links")
+    links = getattr(span, "_links", None)
+    if links is None:
+        links = span.links
     if links:
         for link in links:
             total += _LINK_FIXED + attributes_size(link.attributes)
