@@ -917,7 +917,8 @@ _OWN_STEPS = __name__.rpartition(".")[0] + "."
 def _runs_inline(step: Callable[[ScorerRun], Any], run: ScorerRun) -> bool:
     """Whether ``step`` may run on the loop: one of tracescore's own scorer steps (a user's
     step may block on anything) on short texts."""
-    if not getattr(step, "__module__", "").startswith(_OWN_STEPS):
+    module = getattr(step, "__module__", None)  # None for a function made by eval/exec
+    if not isinstance(module, str) or not module.startswith(_OWN_STEPS):
         return False
     size = len(run.input_text) + len(run.output_text) + len(run.ground_truth_text)
     if run.context:
