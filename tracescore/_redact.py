@@ -502,8 +502,9 @@ def redact_text(text: str) -> str:
 
 
 # redact_name's memory: the redacted form of names seen under the rules in force.
-_names: dict[str, str] = {}
-_names_rules: _Rules | None = None
+# One tuple (rules, memory), read and replaced whole: a reader never pairs one rules' memory
+# with another's rules.
+_names: tuple[_Rules | None, dict[str, str]] = (None, {})
 _NAMES_MAX = 1_024
 
 
@@ -519,14 +520,18 @@ def redact_name(name: str) -> str:
     rules = _rules
     if rules is None or rules.callback is not None or not enabled or len(name) > 64:
         return redact_text(name)
-    global _names, _names_rules
-    if _names_rules is not rules:
-        _names, _names_rules = {}, rules
-    known = _names.get(name)
+    global _names
+    names_rules, names = _names
+    if names_rules is not rules:
+        names = {}
+        _names = (rules, names)
+    known = names.get(name)
     if known is None:
         known = redact_text(name)
-        if len(_names) < _NAMES_MAX:
-            _names[name] = known
+        # Into this rules' memory, not whatever _names is now: configure() on another thread
+        # may have swapped the rules (and the memory) while the name was being redacted.
+        if len(names) < _NAMES_MAX:
+            names[name] = known
     return known
 
 
