@@ -67,3 +67,90 @@ def test_a_name_redacted_under_old_rules_is_not_remembered_under_new_ones(
     assert swapped
     assert _redact.redact_name(name) == _redact.REDACTED
     assert to_json({name: "x"}) == '{"[REDACTED]": "x"}'
+
+
+# -- the held copy --------------------------------------------------------------------------------
+
+
+def test_the_held_copy_encodes_as_the_sdk_span_does_under_every_limit() -> None:
+    # The copy is read from the SDK's private containers: whatever the limits dropped (span,
+    # event and link attributes, events, links), OTLP must receive the same bytes.
+    from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+    from opentelemetry.sdk.resources import Resource
+    from opentelemetry.sdk.trace import SpanLimits, TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+    from opentelemetry.trace import Link, SpanContext, SpanKind, StatusCode, TraceState
+
+    from tracescore._held import with_events
+
+    limits = SpanLimits(max_span_attributes=2, max_events=2, max_links=1,
+                        max_event_attributes=1, max_link_attributes=1, max_attribute_length=4)
+    provider = TracerProvider(span_limits=limits, resource=Resource({"service.name": "s"}))
+    memory = InMemorySpanExporter()
+    provider.add_span_processor(SimpleSpanProcessor(memory))
+    tracer = provider.get_tracer("scope", "1.2", schema_url="https://schema", attributes={"a": 1})
+    state = TraceState([("vendor", "value")])
+    links = [Link(SpanContext(7, 8, True, trace_state=state), {"x": 1, "y": "long value"}),
+             Link(SpanContext(9, 10, True, trace_state=state), {"ключ": (1, 2)})]
+    with tracer.start_as_current_span("naïve", kind=SpanKind.CLIENT, links=links,
+                                      attributes={"k1": "a long text", "k2": 2.5}) as span:
+        span.add_event("first", {"a": 1, "b": "dropped"}, timestamp=123)
+        span.add_event("second", {"c": [1, 2]})
+        span.add_event("third")
+        span.set_attribute("k3", ("x", "yyyyyy"))
+        span.add_link(SpanContext(11, 12, False), {"l": "m"})
+        span.set_status(StatusCode.ERROR, "déjà vu")
+    (original,) = memory.get_finished_spans()
+    assert (original.dropped_attributes, original.dropped_events, original.dropped_links) \
+        == (1, 1, 2)
+    copy = with_events(original, ())
+    assert encode_spans([copy]) == encode_spans([original])
+    assert encode_spans([with_events(copy, ())]) == encode_spans([original])
+
+
+def test_a_foreign_readable_span_is_scored_and_exported_whole() -> None:
+    # A span built by hand (another SDK, a collector): plain dict attributes, a list of
+    # events, links with a trace state, non-ASCII keys, sequence and bytes values.
+    from opentelemetry.sdk.resources import Resource
+    from opentelemetry.sdk.trace import Event, ReadableSpan
+    from opentelemetry.sdk.util.instrumentation import InstrumentationScope
+    from opentelemetry.trace import (
+        Link,
+        SpanContext,
+        SpanKind,
+        Status,
+        StatusCode,
+        TraceFlags,
+        TraceState,
+    )
+
+    from tests.helpers import ProbeScorer, eval_events, finished, memory_configure
+
+    inst, exp = memory_configure(scoring=[tracescore.ScoringRule(
+        scorer=ProbeScorer(), on=lambda span: True, sample_rate=0.0, score_errors=True)])
+    context = SpanContext(0xABC, 0xDEF, False, TraceFlags(TraceFlags.SAMPLED),
+                          TraceState([("k", "v")]))
+    parent = SpanContext(0xABC, 0x123, True)
+    link = Link(SpanContext(0x999, 0x888, True, trace_state=TraceState([("a", "b")])), {"la": 1})
+    attributes = {"ключ": "значение", "output.value": "an answer", "seq": ("a", "b"),
+                  "raw": b"\x00\xff", "numbers": [1, 2]}
+    span = ReadableSpan(
+        name="fö", context=context, parent=parent, resource=Resource({"service.name": "x"}),
+        attributes=attributes, events=[Event("e1", {"x": 1}, timestamp=5)], links=[link],
+        kind=SpanKind.CLIENT, status=Status(StatusCode.ERROR, "boom"), start_time=1,
+        end_time=2, instrumentation_scope=InstrumentationScope("scope", "1.0"))
+    inst.processor.on_end(span)
+    (out,) = finished(exp)
+    assert len(eval_events(out)) == 1
+    assert {k: v for k, v in out.attributes.items()
+            if not k.startswith("tracescore.")} == attributes
+    assert [(e.name, e.timestamp, dict(e.attributes)) for e in out.events[:1]] \
+        == [("e1", 5, {"x": 1})]
+    assert out.links == (link,) and out.links[0].context.trace_state == TraceState([("a", "b")])
+    assert (out.name, out.context, out.parent, out.kind) == ("fö", context, parent,
+                                                             SpanKind.CLIENT)
+    assert (out.status.status_code, out.status.description) == (StatusCode.ERROR, "boom")
+    assert (out.start_time, out.end_time) == (1, 2)
+    assert out.resource.attributes["service.name"] == "x"
+    assert out.instrumentation_scope == InstrumentationScope("scope", "1.0")
