@@ -9,8 +9,11 @@ on a provider with no other processor). The script prints, per variant, the medi
 wall time and the calling thread's CPU time (``time.thread_time``: what the call itself costs
 that thread; background work such as scoring shows in the wall time only, since in a loop that
 keeps a core busy it takes turns with the caller for the GIL), each with its ratio to the
-baseline. ``--user-bsp`` also gives tracescore's provider a ``BatchSpanProcessor`` (every
-span then goes through two export pipelines, as in the runs before 2026-12-01):
+baseline, and the wall time with the scoring left queued at the end of the loop drained
+(``wall+drain``: the process CPU the drain took, per call, added; what each call cost the
+process in all, whenever its scoring ran). ``--user-bsp`` also gives tracescore's provider
+a ``BatchSpanProcessor`` (every span then goes through two export pipelines, as in the runs
+before 2026-12-01):
 
 - ``baseline``: ``tracer.start_as_current_span`` that sets the same attributes tracescore sets
   (operation, kinds, agent name, JSON input and output);
@@ -131,27 +134,41 @@ def main() -> None:
         "sampled, slow judge": [tracescore.ScoringRule(scorer=SlowScorer(), sample_rate=1.0)],
     }
     results: dict[str, list[tuple[float, float]]] = {"baseline": [], **{k: [] for k in variants}}
+    drained: dict[str, list[float]] = {"baseline": [], **{k: [] for k in variants}}
     for _ in range(args.rounds):
         results["baseline"].append(per_call(baseline, args.calls))
+        drained["baseline"].append(0.0)
         for name, rules in variants.items():
             tracescore.configure(
                 tracer_provider=make_provider(args.user_bsp), exporter=NoopExporter(),
                 scoring=rules,
                 max_queue_size=args.calls + 1, max_concurrency=256, score_timeout=600,
             )
-            results[name].append(per_call(decorated, args.calls))
+            wall, cpu = per_call(decorated, args.calls)
+            # The scoring still queued when the loop ends, drained before the next variant:
+            # its process CPU per call makes the last column (what every span cost the
+            # process in all, whenever its scoring ran).
+            process = time.process_time()
+            if name != "sampled, slow judge":  # 200 ms of sleep per score: nothing to drain
+                tracescore.force_flush(600_000)
+            drained[name].append(time.process_time() - process)
+            results[name].append((wall, cpu))
             tracescore.shutdown(60_000 if name != "sampled, slow judge" else 1)
 
     base_wall = statistics.median(w for w, _ in results["baseline"])
     base_cpu = statistics.median(c for _, c in results["baseline"])
     print(f"per-call cost, median of {args.rounds} rounds x {args.calls} calls"
           + (" (tracescore's provider has a BatchSpanProcessor too)" if args.user_bsp else ""))
-    print(f"{'variant':<24}{'wall us':>10}{'ratio':>8}{'caller CPU us':>15}{'ratio':>8}")
+    print(f"{'variant':<24}{'wall us':>10}{'ratio':>8}{'caller CPU us':>15}{'ratio':>8}"
+          f"{'wall+drain us':>15}{'ratio':>8}")
     for name, samples in results.items():
         wall = statistics.median(w for w, _ in samples)
         cpu = statistics.median(c for _, c in samples)
+        total = statistics.median(w + d / args.calls for (w, _), d in zip(samples, drained[name],
+                                                                          strict=True))
         print(f"{name:<24}{wall * 1e6:>10.2f}{wall / base_wall:>8.2f}"
-              f"{cpu * 1e6:>15.2f}{cpu / base_cpu:>8.2f}")
+              f"{cpu * 1e6:>15.2f}{cpu / base_cpu:>8.2f}{total * 1e6:>15.2f}"
+              f"{total / base_wall:>8.2f}")
 
     code = "import time; t=time.perf_counter(); import tracescore; print(time.perf_counter()-t)"
     times = [

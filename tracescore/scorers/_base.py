@@ -907,10 +907,11 @@ def _default_schema_name(scorer_id: str, step: str) -> str:
 
 
 # A prebuilt scorer's synchronous step on texts up to this many characters in all runs on the
-# loop itself: its work is bounded by the text (well under a millisecond here), while a hop to
-# the worker pool costs more than the step and, when the application's threads keep the GIL
-# busy, waits a switch interval (5 ms) for each thread it crosses.
-INLINE_STEP_MAX_CHARS = 2_000
+# loop itself: its work is bounded by the text (about a millisecond at most here, for
+# completeness), while a hop to the worker pool costs more than the step and, when the
+# application's threads keep the GIL busy, waits a switch interval (5 ms) for each thread it
+# crosses.
+INLINE_STEP_MAX_CHARS = 1_000
 _OWN_STEPS = __name__.rpartition(".")[0] + "."
 
 
@@ -923,6 +924,8 @@ def _runs_inline(step: Callable[[ScorerRun], Any], run: ScorerRun) -> bool:
     size = len(run.input_text) + len(run.output_text) + len(run.ground_truth_text)
     if run.context:
         size += sum(len(piece) for piece in run.context)
+    if run.extra:  # the scorer's named inputs (a reference tone, a baseline response)
+        size += sum(len(v) for v in run.extra.values() if isinstance(v, str))
     return size <= INLINE_STEP_MAX_CHARS
 
 

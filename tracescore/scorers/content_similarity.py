@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
+from operator import add
 
 from tracescore._errors import ConfigurationError
 from tracescore.scorers._base import NotScorable, Scorer, ScorerRun
@@ -37,9 +38,12 @@ def dice_coefficient(first: str, second: str) -> float:
         return 1.0
     if len(first) < 2 or len(second) < 2:
         return 0.0
-    a = Counter(first[i : i + 2] for i in range(len(first) - 1))
-    b = Counter(second[i : i + 2] for i in range(len(second) - 1))
-    shared = sum((a & b).values())
+    # Bigrams as first[i] + first[i + 1], counted in C.
+    a = Counter(map(add, first, first[1:]))
+    b = Counter(map(add, second, second[1:]))
+    if len(a) > len(b):
+        a, b = b, a
+    shared = sum(min(count, b[gram]) for gram, count in a.items() if gram in b)
     return 2 * shared / (len(first) - 1 + len(second) - 1)
 
 
