@@ -60,29 +60,22 @@ class Job:
 
 
 class Deferred:
-    """Jobs to be built on the loop thread, off the submitting thread.
-
-    Subclass it and implement ``build`` (the span processor does: one object per waiting
-    span, since every object a waiting span keeps is one more for the garbage collector to
-    walk), or pass ``build``.
+    """Jobs to be built on the loop thread, off the submitting thread: a subclass sets
+    ``rules`` and implements ``build`` (the span processor's holds all a waiting span needs
+    in one object, since every object a waiting span keeps is one more for the garbage
+    collector to walk).
 
     Attributes:
         rules: the rules whose jobs ``build`` makes, one place each in the queue (they name
             the jobs counted as dropped if the engine stops before building them).
     """
 
-    __slots__ = ("rules", "_build")
-
-    def __init__(self, rules: Sequence[CompiledRule],
-                 build: Callable[[], Sequence[Job]] | None = None) -> None:
-        self.rules = rules
-        self._build = build
+    __slots__ = ("rules",)
+    rules: Sequence[CompiledRule]
 
     def build(self) -> Sequence[Job]:
         """The jobs, one per rule, in order; called once on the loop thread."""
-        if self._build is None:
-            raise NotImplementedError("Deferred.build")
-        return self._build()
+        raise NotImplementedError("Deferred.build")
 
 
 def _scorer_ids(item: Job | Deferred) -> list[str]:

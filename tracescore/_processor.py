@@ -60,7 +60,7 @@ class _Pending(Deferred):
                  kind: str | None, scope: str, content: Content | None,
                  context: tuple[tuple[Any, ...], tuple[Any, ...]],
                  admitted: list[Selected]) -> None:
-        super().__init__([s.rule for s in admitted])
+        self.rules = [s.rule for s in admitted]
         self.processor = processor
         self.held = held
         self.reader = reader
