@@ -199,7 +199,8 @@ class ScoringSpanProcessor(SpanProcessor):
         failed = span.status.status_code is StatusCode.ERROR
         if buffer is None:
             # When no rule can pick this span whatever it matches, and no trace context is
-            # kept, the span goes straight to export (most spans, at a low sample rate).
+            # kept, the span goes straight to export (most spans, at a low sample rate). The
+            # picks are ``_rules.select``'s, kept inline: this runs for every span that ends.
             for rule in self._rules:
                 if (failed and rule.score_errors) or trace_sampled(
                         ctx.trace_id, rule.sample_rate, rule.salt):
