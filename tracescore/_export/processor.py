@@ -108,7 +108,10 @@ class ExportProcessor(SpanProcessor):
         _instances.add(self)
 
     def _init_state(self) -> None:
-        self._cond = threading.Condition(threading.Lock())
+        self._lock = threading.Lock()
+        # on_end takes the lock itself (a plain lock's ``with`` runs in C; the condition's
+        # ``__enter__`` is a Python call on the thread that ends every span).
+        self._cond = threading.Condition(self._lock)
         self._queue: deque[tuple[ReadableSpan, int]] = deque()
         self._queued_bytes = 0  # with SPAN_OVERHEAD per span
         self._queued_encoded = 0  # encoded sizes only, for the batch threshold
@@ -160,7 +163,7 @@ class ExportProcessor(SpanProcessor):
                 return
             encoded = span_size(span)
             size = encoded + SPAN_OVERHEAD
-            with self._cond:
+            with self._lock:
                 if self._closed:
                     cause: str | None = SHUTDOWN
                 elif size > self.queue_bytes:
