@@ -154,3 +154,34 @@ def test_a_foreign_readable_span_is_scored_and_exported_whole() -> None:
     assert (out.start_time, out.end_time) == (1, 2)
     assert out.resource.attributes["service.name"] == "x"
     assert out.instrumentation_scope == InstrumentationScope("scope", "1.0")
+
+
+# -- no call record for a trace no rule can pick ------------------------------------------------
+
+
+def test_a_fractional_rule_scores_exactly_its_traces_on_full_values() -> None:
+    # The decorators skip the call record (the full values scoring reads) for a trace no rule
+    # can pick; the processor picks by the same trace-id sample. Every trace the sample picks
+    # must be scored, on the full untruncated input, and no other.
+    from tests.helpers import ProbeScorer, eval_events, finished, memory_configure
+    from tracescore._sampling import trace_sampled
+
+    probe = ProbeScorer()
+    _, exp = memory_configure(
+        scoring=[tracescore.ScoringRule(scorer=probe, sample_rate=0.5, name="lean")],
+        max_content_length=40)
+    long_question = "q" * 500
+
+    @tracescore.agent
+    def answer(question: str) -> str:
+        return "an answer"
+
+    for _ in range(60):
+        answer(long_question)
+    spans = finished(exp)
+    picked = {s.context.trace_id for s in spans if trace_sampled(s.context.trace_id, 0.5, "lean")}
+    scored = {s.context.trace_id for s in spans if eval_events(s)}
+    assert 0 < len(picked) < 60  # the sample split the traces
+    assert scored == picked
+    assert len(probe.calls) == len(picked)
+    assert all(call["input"] == long_question for call in probe.calls)  # full, not the 40 cut

@@ -432,6 +432,7 @@ def _publish(
     _state.capture_content = content.capture
     _state.max_content_length = content.max_length
     _state.tracer = provider.get_tracer(sc.INSTRUMENTATION_SCOPE, __version__)
+    _handoff.picks = processor.trace_picks
     _handoff.wanted = bool(scoring.rules)
     _state.telemetry = telemetry
     _state.disabled = content.disabled

@@ -208,9 +208,15 @@ def _start(spec: _Spec, instance: Any, args: tuple[Any, ...], kwargs: dict[str, 
     payload: CallRecord | None = None
     try:
         capture = spec.capture if spec.capture is not None else _state.capture_content
-        if span.is_recording() and (capture or _handoff.wanted):
+        wanted = _handoff.wanted
+        if wanted:
+            picks = _handoff.picks
+            if picks is not None and not picks(span.get_span_context().trace_id):
+                wanted = False  # no rule can score this trace: scoring needs no record
+        if span.is_recording() and (capture or wanted):
             arguments = spec.bind(instance, args, kwargs)
-            payload = CallRecord(spec.kind, arguments)
+            if wanted:
+                payload = CallRecord(spec.kind, arguments)
             if capture:
                 limit = _state.max_content_length
                 text = to_json(arguments, limit)

@@ -12,12 +12,17 @@ Only the standard library is imported: the decorators' hot path imports this mod
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 # Set by configure(): whether any scoring rule is configured, so decorators build CallRecords
 # (and bind their arguments) even with content capture off. A plain module attribute: the
 # decorators read it on every call.
 wanted: bool = False
+# Set by configure() with ``wanted``: whether any scoring rule's sample picks a trace, by trace
+# id; None when any trace may be scored (a rule scores failures, which are known only at the
+# end). The decorators build no CallRecord for a trace no rule can pick.
+picks: Callable[[int], bool] | None = None
 
 # (trace_id, span_id) -> the record of the call whose span is ending right now. Entries live
 # only while span.end() runs (set and removed by ``ending``), on whichever thread ends it.

@@ -31,7 +31,7 @@ from ._held import Held, HeldSpans, with_events
 from ._readers import Content, Reader, attributes_of, reader_for, scope_name
 from ._request import ScoringRequest
 from ._rules import CompiledRule, Selected, select
-from ._sampling import trace_sampled
+from ._sampling import TracePicker
 from ._stats import Stats
 from ._trace_buffer import TraceBuffer
 from ._writers.callback import CallbackWriter, ScoreEvent
@@ -134,6 +134,9 @@ class ScoringSpanProcessor(SpanProcessor):
         self._flush_missed = False  # the last force_flush ran out of time
         self._sweep_armed = False  # loop-thread only
         self._wants_tool_calls = any(r.scorer.uses_tool_calls for r in self._rules)
+        #: Whether any rule's sample picks a trace (by its id); the decorators ask it too.
+        self.picks = TracePicker([(r.sample_rate, r.salt) for r in self._rules])
+        self._score_errors = any(r.score_errors for r in self._rules)
         wants_buffer = self._wants_tool_calls or any(r.scorer.uses_context for r in self._rules)
         self._buffer = trace_buffer if trace_buffer is not None else (
             TraceBuffer() if wants_buffer else None)
@@ -167,6 +170,12 @@ class ScoringSpanProcessor(SpanProcessor):
         """Spans held for their scores right now (for the held-spans gauge)."""
         return len(self._held)
 
+    @property
+    def trace_picks(self) -> Callable[[int], bool] | None:
+        """For the decorators: whether a trace may be scored, by its id (``picks``); None when
+        any trace may be (a rule scores every failure, known only when the span ends)."""
+        return None if self._score_errors else self.picks
+
     # -- SpanProcessor -------------------------------------------------------------------------
     @property
     def starts_nothing(self) -> bool:
@@ -197,16 +206,12 @@ class ScoringSpanProcessor(SpanProcessor):
             return False
         buffer = self._buffer
         failed = span.status.status_code is StatusCode.ERROR
-        if buffer is None:
-            # When no rule can pick this span whatever it matches, and no trace context is
-            # kept, the span goes straight to export (most spans, at a low sample rate). The
-            # picks are ``_rules.select``'s, kept inline: this runs for every span that ends.
-            for rule in self._rules:
-                if (failed and rule.score_errors) or trace_sampled(
-                        ctx.trace_id, rule.sample_rate, rule.salt):
-                    break
-            else:
-                return False
+        if buffer is None and not self.picks(ctx.trace_id) and not (
+                failed and self._score_errors):
+            # No rule can pick this span whatever it matches (the same picks as
+            # ``_rules.select``, by trace id or for a failure), and no trace context is kept:
+            # the span goes straight to export (most spans, at a low sample rate).
+            return False
         attrs = attributes_of(span)
         if attrs.get(sc.TRACESCORE_EVALUATION_CARRIER):
             return False

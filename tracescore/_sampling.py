@@ -37,3 +37,36 @@ def trace_sampled(trace_id: int, rate: float, salt: str = "") -> bool:
         trace_id.to_bytes(16, "big") + salt.encode("utf-8"), digest_size=8
     ).digest()
     return int.from_bytes(digest, "big") < int(rate * _BOUND)
+
+
+class TracePicker:
+    """Whether any of a set of ``(rate, salt)`` samples picks a trace, remembering the last
+    trace asked about (the spans of one trace end one after another, and the decorators ask
+    when a span starts as well as the span processor when it ends).
+
+    Args:
+        samples: ``(rate, salt)`` pairs, as ``trace_sampled`` takes them.
+
+    Example:
+        >>> picks = TracePicker([(0.0, ""), (1.0, "")])
+        >>> picks(0x5b8efff798038103d269b633813fc60c)
+        True
+    """
+
+    __slots__ = ("_samples", "_last")
+
+    def __init__(self, samples: list[tuple[float, str]] | tuple[tuple[float, str], ...]) -> None:
+        self._samples = tuple((float(rate), str(salt)) for rate, salt in samples)
+        self._last: tuple[int, bool] = (-1, False)
+
+    def __call__(self, trace_id: int) -> bool:
+        last = self._last  # one read: a pair written whole by any thread
+        if last[0] == trace_id:
+            return last[1]
+        picked = False
+        for rate, salt in self._samples:
+            if trace_sampled(trace_id, rate, salt):
+                picked = True
+                break
+        self._last = (trace_id, picked)
+        return picked
