@@ -205,13 +205,13 @@ class ScoringSpanProcessor(SpanProcessor):
         if ctx is None or not self._rules or self._closed:
             return False
         buffer = self._buffer
-        failed = span.status.status_code is StatusCode.ERROR
         if buffer is None and not self.picks(ctx.trace_id) and not (
-                failed and self._score_errors):
+                self._score_errors and span.status.status_code is StatusCode.ERROR):
             # No rule can pick this span whatever it matches (the same picks as
             # ``_rules.select``, by trace id or for a failure), and no trace context is kept:
             # the span goes straight to export (most spans, at a low sample rate).
             return False
+        failed = span.status.status_code is StatusCode.ERROR
         attrs = attributes_of(span)
         if attrs.get(sc.TRACESCORE_EVALUATION_CARRIER):
             return False
