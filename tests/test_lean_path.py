@@ -185,3 +185,33 @@ def test_a_fractional_rule_scores_exactly_its_traces_on_full_values() -> None:
     assert scored == picked
     assert len(probe.calls) == len(picked)
     assert all(call["input"] == long_question for call in probe.calls)  # full, not the 40 cut
+
+
+def test_a_span_subclass_reporting_drops_keeps_them_in_the_held_copy() -> None:
+    # A ReadableSpan subclass (a bridge from another tracer) may report what its source dropped
+    # through the dropped_* properties, with plain containers underneath.
+    from opentelemetry.sdk.trace import Event, ReadableSpan
+    from opentelemetry.trace import SpanContext, TraceFlags
+
+    from tracescore._held import with_events
+
+    class Bridged(ReadableSpan):
+        @property
+        def dropped_attributes(self) -> int:
+            return 2
+
+        @property
+        def dropped_events(self) -> int:
+            return 3
+
+        @property
+        def dropped_links(self) -> int:
+            return 4
+
+    span = Bridged(name="bridged", context=SpanContext(1, 2, False, TraceFlags(1)),
+                   attributes={"a": 1}, events=[Event("e", {"k": "v"}, 5)], start_time=1,
+                   end_time=2)
+    copy = with_events(span, [Event("score", {"s": 1.0}, 6)], {"tracescore.score.x": 1.0})
+    assert (copy.dropped_attributes, copy.dropped_events, copy.dropped_links) == (2, 3, 4)
+    assert dict(copy.attributes) == {"a": 1, "tracescore.score.x": 1.0}
+    assert [e.name for e in copy.events] == ["e", "score"]

@@ -185,7 +185,9 @@ def with_events(span: ReadableSpan, extra: Sequence[Event],
     attributes: Any = getattr(span, "_attributes", None)
     inner = getattr(attributes, "_dict", None)
     merged = inner.copy() if inner.__class__ is dict else dict(span.attributes or {})
-    dropped_attributes = getattr(attributes, "dropped", 0)
+    dropped_attributes = getattr(attributes, "dropped", None)
+    if dropped_attributes is None:  # not the SDK's container: the span says (a subclass may)
+        dropped_attributes = getattr(span, "dropped_attributes", 0)
     if extra_attributes:
         merged.update(extra_attributes)
     attributes = merged
@@ -217,7 +219,9 @@ def _plain_list(own: Any, span: ReadableSpan, name: str, extra: tuple[Any, ...])
     items = tuple(queue) if queue is not None else tuple(getattr(span, name))
     if extra:
         items += extra
-    dropped = getattr(own, "dropped", 0)
+    dropped = getattr(own, "dropped", None)
+    if dropped is None:  # not the SDK's container: the span says (a subclass may)
+        dropped = getattr(span, f"dropped_{name}", 0)
     if not dropped:
         return items
     bounded: BoundedList[Any] = BoundedList(None)
