@@ -520,6 +520,65 @@ def _item_cap(spec: _Spec) -> int | None:
     return limit + 1 if limit > 0 else None
 
 
+class _Stream:
+    """A traced stream's span and what its items leave for the span."""
+
+    __slots__ = ("spec", "span", "payload", "context", "items", "cap", "failed", "closing")
+
+    def __init__(self, spec: _Spec, span: Span, payload: CallRecord | None,
+                 parent: otel_context.Context) -> None:
+        self.spec = spec
+        self.span = span
+        self.payload = payload
+        self.context = trace.set_span_in_context(span, parent)  # attached while its code runs
+        self.items: list[Any] = []
+        self.cap = _item_cap(spec)
+        self.failed = False
+        self.closing = False  # the consumer closed the stream (GeneratorExit is then no error)
+
+    def keep(self, item: Any) -> None:
+        if self.cap is None or len(self.items) < self.cap:
+            self.items.append(item)
+
+    def raised(self, exc: BaseException) -> None:
+        # Being closed is no error; a GeneratorExit the generator's own code raises is.
+        if not (self.closing and isinstance(exc, GeneratorExit)):
+            self.failed = True
+            _fail(self.span, self.payload, exc)
+
+    def end(self) -> None:
+        if not self.failed:
+            _finish(self.spec, self.span, self.payload, _join(self.items))
+        _end(self.span, self.payload, None)
+
+
+def _open_stream(spec: _Spec, wrapped: Any, instance: Any, args: Any, kwargs: Any,
+                 parent: otel_context.Context) -> tuple[_Stream, Any] | None:
+    """Start a stream's span in ``parent`` and call the generator function in its context.
+
+    Returns the stream and the generator, or None when the span could not start (the caller
+    then runs the generator untraced). Raises what calling the generator function raises,
+    recorded on the ended span."""
+    outer = otel_context.attach(parent)
+    try:
+        span, payload, token = _start(spec, instance, args, kwargs)
+    except Exception:
+        otel_context.detach(outer)
+        _internal_error("starting the span")
+        return None
+    stream = _Stream(spec, span, payload, parent)
+    try:
+        gen = wrapped(*args, **kwargs)
+    except BaseException as exc:
+        _fail(span, payload, exc)
+        _end(span, payload, token)
+        otel_context.detach(outer)
+        raise
+    otel_context.detach(token)
+    otel_context.detach(outer)
+    return stream, gen
+
+
 def _trace_gen(spec: _Spec, wrapped: Any, instance: Any, args: Any, kwargs: Any,
                parent: otel_context.Context) -> Any:
     """The traced generator. ``parent`` is the context current when the generator function was
@@ -530,33 +589,16 @@ def _trace_gen(spec: _Spec, wrapped: Any, instance: Any, args: Any, kwargs: Any,
     The span starts at the first ``next()``, not at the call: a generator that is never
     iterated never runs its ``finally``, so a span started at the call would never end. Its
     duration is the stream's, from first item to exhaustion or close (CONTRACT section 2)."""
-    outer = otel_context.attach(parent)
-    try:
-        span, payload, token = _start(spec, instance, args, kwargs)
-    except Exception:
-        otel_context.detach(outer)
-        _internal_error("starting the span")
+    opened = _open_stream(spec, wrapped, instance, args, kwargs, parent)
+    if opened is None:
         return (yield from wrapped(*args, **kwargs))
-    span_ctx = trace.set_span_in_context(span, parent)
-    items: list[Any] = []
-    cap = _item_cap(spec)
+    stream, gen = opened
     result: Any = None
-    try:
-        gen = wrapped(*args, **kwargs)
-    except BaseException as exc:
-        _fail(span, payload, exc)
-        _end(span, payload, token)
-        otel_context.detach(outer)
-        raise
-    otel_context.detach(token)
-    otel_context.detach(outer)
-    # From here the span's context is attached only while the generator's own code runs.
-    failed = closing = False
     try:
         to_send: Any = None
         to_throw: BaseException | None = None
         while True:
-            tok = otel_context.attach(span_ctx)
+            tok = otel_context.attach(stream.context)
             try:
                 if to_throw is not None:
                     thrown, to_throw = to_throw, None
@@ -568,59 +610,37 @@ def _trace_gen(spec: _Spec, wrapped: Any, instance: Any, args: Any, kwargs: Any,
                 break
             finally:
                 otel_context.detach(tok)
-            if cap is None or len(items) < cap:
-                items.append(item)
+            stream.keep(item)
             try:
                 to_send = yield item
             except GeneratorExit:
-                closing = True
+                stream.closing = True
                 gen.close()
                 raise
             except BaseException as exc:
                 to_throw = exc
     except BaseException as exc:
-        # Being closed is no error; a GeneratorExit the generator's own code raises is.
-        if not (closing and isinstance(exc, GeneratorExit)):
-            failed = True
-            _fail(span, payload, exc)
+        stream.raised(exc)
         raise
     finally:
-        if not failed:
-            _finish(spec, span, payload, _join(items))
-        _end(span, payload, None)
+        stream.end()
     return result
 
 
 async def _trace_asyncgen(spec: _Spec, wrapped: Any, instance: Any, args: Any, kwargs: Any,
                           parent: otel_context.Context) -> Any:
     """The traced async generator; ``parent`` and the span's start as in ``_trace_gen``."""
-    outer = otel_context.attach(parent)
-    try:
-        span, payload, token = _start(spec, instance, args, kwargs)
-    except Exception:
-        otel_context.detach(outer)
-        _internal_error("starting the span")
+    opened = _open_stream(spec, wrapped, instance, args, kwargs, parent)
+    if opened is None:
         async for item in wrapped(*args, **kwargs):
             yield item
         return
-    span_ctx = trace.set_span_in_context(span, parent)
-    items: list[Any] = []
-    cap = _item_cap(spec)
-    try:
-        agen = wrapped(*args, **kwargs)
-    except BaseException as exc:
-        _fail(span, payload, exc)
-        _end(span, payload, token)
-        otel_context.detach(outer)
-        raise
-    otel_context.detach(token)
-    otel_context.detach(outer)
-    failed = closing = False
+    stream, agen = opened
     try:
         to_send: Any = None
         to_throw: BaseException | None = None
         while True:
-            tok = otel_context.attach(span_ctx)
+            tok = otel_context.attach(stream.context)
             try:
                 if to_throw is not None:
                     thrown, to_throw = to_throw, None
@@ -631,26 +651,20 @@ async def _trace_asyncgen(spec: _Spec, wrapped: Any, instance: Any, args: Any, k
                 break
             finally:
                 otel_context.detach(tok)
-            if cap is None or len(items) < cap:
-                items.append(item)
+            stream.keep(item)
             try:
                 to_send = yield item
             except GeneratorExit:
-                closing = True
+                stream.closing = True
                 await agen.aclose()
                 raise
             except BaseException as exc:
                 to_throw = exc
     except BaseException as exc:
-        # Being closed is no error; a GeneratorExit the generator's own code raises is.
-        if not (closing and isinstance(exc, GeneratorExit)):
-            failed = True
-            _fail(span, payload, exc)
+        stream.raised(exc)
         raise
     finally:
-        if not failed:
-            _finish(spec, span, payload, _join(items))
-        _end(span, payload, None)
+        stream.end()
 
 
 _DOC_OPTIONS = """
