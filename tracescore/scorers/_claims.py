@@ -10,14 +10,22 @@ claims with the same instructions under its own schema name.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field, field_validator
+from pydantic import BaseModel, Field, create_model, field_validator
 
 from tracescore._errors import ConfigurationError
-from tracescore.scorers._base import JudgePrompt, NotScorable, ScorerRun
-from tracescore.scorers._common import Reason, check_count
+from tracescore._judge import Judge
+from tracescore.scorers._base import (
+    JudgePrompt,
+    NotScorable,
+    Requirement,
+    Scorer,
+    ScorerRun,
+    check_scale,
+)
+from tracescore.scorers._common import Reason, check_count, context_options
 from tracescore.scorers._prompt import data_block, data_blocks
 
 __all__ = [
@@ -27,11 +35,14 @@ __all__ = [
     "ClaimVerdictsCheck",
     "Claims",
     "check_context_option",
+    "claim_verdicts_schema",
     "claim_verdicts_step",
     "claims_and_context",
+    "claims_scorer",
     "claims_of",
     "claims_reason_step",
     "judged_claims",
+    "scaled_yes_share",
     "yes_share",
 ]
 
@@ -96,6 +107,38 @@ def claims_of(run: ScorerRun, *, source: ClaimSource = "output") -> list[str]:
             )
         raise NotScorable(f"the judge found no claims in the {source}: there is nothing to check")
     return claims
+
+
+def claim_verdicts_schema(
+    verdict: Any, meaning: str, *, item_doc: str, list_doc: str
+) -> type[BaseModel]:
+    """The analyze schema of a claim-checking scorer: ``{"verdicts": [{"claim_index",
+    "verdict", "reason"}]}``, named ``ClaimVerdicts`` (items ``ClaimVerdict``).
+
+    The scorers differ only in the verdict's type and meaning and in the docstrings, which
+    pydantic puts in the JSON schema the judge reads; field order stays index, verdict, reason.
+
+    Args:
+        verdict: the verdict's type, e.g. ``YesNo`` or ``YesUnsureNo``.
+        meaning: the verdict field's description: what each value means.
+        item_doc: the description of one verdict (the ``ClaimVerdict`` docstring).
+        list_doc: the description of the answer (the ``ClaimVerdicts`` docstring).
+
+    Returns:
+        The ``ClaimVerdicts`` pydantic model class.
+    """
+    item = create_model(
+        "ClaimVerdict",
+        __doc__=item_doc,
+        claim_index=(int, Field(description="The claim's index attribute (0-based).")),
+        verdict=(verdict, Field(description=meaning)),
+        reason=(str, Field(description="Why, in one sentence.")),
+    )
+    return create_model(
+        "ClaimVerdicts",
+        __doc__=list_doc,
+        verdicts=(list[item], ...),  # type: ignore[valid-type]
+    )
 
 
 class ClaimVerdictsCheck:
@@ -209,3 +252,64 @@ def yes_share(run: ScorerRun) -> float:
     assert run.analyze_result is not None
     verdicts = [v["verdict"] for v in run.analyze_result["verdicts"]]
     return verdicts.count("yes") / len(verdicts)
+
+
+def scaled_yes_share(run: ScorerRun) -> float:
+    """The score of faithfulness and hallucination: ``yes / claims * scale``."""
+    return yes_share(run) * run.scale
+
+
+def claims_scorer(
+    *,
+    id: str,  # noqa: A002 - the Scorer option it passes on
+    description: str,
+    model: str | Judge | None,
+    context: Sequence[Any] | None,
+    context_extractor: Callable[[Any, Any], Sequence[Any]] | None,
+    scale: float,
+    requires: tuple[Requirement, ...],
+    preprocess: JudgePrompt,
+    analyze: JudgePrompt,
+    generate_reason: JudgePrompt,
+    generate_score: Callable[[ScorerRun], float] = scaled_yes_share,
+    higher_is_better: bool = True,
+) -> Scorer:
+    """A claim-checking scorer (claims, verdicts against the context, reason), its options
+    checked: what faithfulness, hallucination and context recall build alike.
+
+    Args:
+        id: the scorer id, e.g. ``"faithfulness"``.
+        description: the scorer's one-line description.
+        model: the judge, as the public factory takes it.
+        context: fixed context pieces for every run, or ``None``.
+        context_extractor: ``(input, output) -> pieces``, or ``None``.
+        scale: maximum score, > 0.
+        requires: what a run needs, ``("output", "context")`` or ``("ground_truth", "context")``.
+        preprocess: the claims step.
+        analyze: the verdicts step (``claim_verdicts_step``).
+        generate_reason: the reason step (``claims_reason_step``).
+        generate_score: the score from the verdicts; default ``scaled_yes_share``.
+        higher_is_better: ``False`` for hallucination.
+
+    Raises:
+        ConfigurationError: ``context`` is not a list, ``context_extractor`` is not callable,
+            ``scale`` is out of range or ``model`` is invalid.
+    """
+    check_scale(scale)
+    check_context_option(context)
+    return Scorer(
+        id=id,
+        description=description,
+        model=model,
+        requires=requires,
+        uses_context=True,
+        context=context,
+        context_extractor=context_extractor,
+        higher_is_better=higher_is_better,
+        scale=scale,
+        preprocess=preprocess,
+        analyze=analyze,
+        generate_score=generate_score,
+        generate_reason=generate_reason,
+        options=context_options(context, context_extractor, scale),
+    )

@@ -8,19 +8,17 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from pydantic import BaseModel, Field
-
 from tracescore._judge import Judge
-from tracescore.scorers._base import JudgePrompt, Scorer, ScorerRun, check_scale
+from tracescore.scorers._base import JudgePrompt, Scorer, ScorerRun
 from tracescore.scorers._claims import (
     CLAIMS_INSTRUCTIONS,
     Claims,
-    check_context_option,
+    claim_verdicts_schema,
     claim_verdicts_step,
     claims_reason_step,
+    claims_scorer,
     yes_share,
 )
-from tracescore.scorers._common import context_options
 from tracescore.scorers._prompt import data_block
 from tracescore.scorers._verdicts import YesNo
 
@@ -29,20 +27,12 @@ __all__ = ["create_context_recall_scorer"]
 SCORER_ID = "context-recall"
 
 
-class ClaimVerdict(BaseModel):
-    """One ground-truth claim's verdict: ``yes`` means attributable to the context."""
-
-    claim_index: int = Field(description="The claim's index attribute (0-based).")
-    verdict: YesNo = Field(
-        description='"yes" if the context contains the information of the claim, else "no".'
-    )
-    reason: str = Field(description="Why, in one sentence.")
-
-
-class ClaimVerdicts(BaseModel):
-    """Analyze answer: one verdict per ground-truth claim, in order."""
-
-    verdicts: list[ClaimVerdict]
+ClaimVerdicts = claim_verdicts_schema(
+    YesNo,
+    '"yes" if the context contains the information of the claim, else "no".',
+    item_doc="One ground-truth claim's verdict: ``yes`` means attributable to the context.",
+    list_doc="Analyze answer: one verdict per ground-truth claim, in order.",
+)
 
 
 _VERDICTS_INSTRUCTIONS = """\
@@ -111,23 +101,20 @@ def create_context_recall_scorer(
         ...            context=["Paris is France's capital."]).score  # doctest: +SKIP
         1.0
     """
-    check_scale(scale)
-    check_context_option(context)
 
     def score(run: ScorerRun) -> float:
         # The cap only matters if the verdicts outnumber the claims, which validation rejects;
         # kept so that the score can never exceed the scale.
         return min(1.0, yes_share(run)) * run.scale
 
-    return Scorer(
+    return claims_scorer(
         id=SCORER_ID,
         description="The share of the ground truth's claims that the context covers.",
         model=model,
-        requires=("ground_truth", "context"),
-        uses_context=True,
         context=context,
         context_extractor=context_extractor,
         scale=scale,
+        requires=("ground_truth", "context"),
         preprocess=JudgePrompt(
             instructions=CLAIMS_INSTRUCTIONS,
             prompt=lambda run: (
@@ -151,5 +138,4 @@ def create_context_recall_scorer(
             name="context_recall_reason",
             source="ground truth",
         ),
-        options=context_options(context, context_extractor, scale),
     )

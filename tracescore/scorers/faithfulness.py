@@ -9,18 +9,15 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from pydantic import BaseModel, Field
-
 from tracescore._judge import Judge
-from tracescore.scorers._base import Scorer, ScorerRun, check_scale
+from tracescore.scorers._base import Scorer
 from tracescore.scorers._claims import (
     OUTPUT_CLAIMS,
-    check_context_option,
+    claim_verdicts_schema,
     claim_verdicts_step,
     claims_reason_step,
-    yes_share,
+    claims_scorer,
 )
-from tracescore.scorers._common import context_options
 from tracescore.scorers._verdicts import YesUnsureNo
 
 __all__ = ["create_faithfulness_scorer"]
@@ -28,21 +25,13 @@ __all__ = ["create_faithfulness_scorer"]
 SCORER_ID = "faithfulness"
 
 
-class ClaimVerdict(BaseModel):
-    """One claim's verdict."""
-
-    claim_index: int = Field(description="The claim's index attribute (0-based).")
-    verdict: YesUnsureNo = Field(
-        description='"yes" (the context supports it), "no" (the context contradicts it) or '
-        '"unsure" (the context does not say).'
-    )
-    reason: str = Field(description="Why, in one sentence.")
-
-
-class ClaimVerdicts(BaseModel):
-    """Analyze answer: one verdict per claim, in order."""
-
-    verdicts: list[ClaimVerdict]
+ClaimVerdicts = claim_verdicts_schema(
+    YesUnsureNo,
+    '"yes" (the context supports it), "no" (the context contradicts it) or '
+    '"unsure" (the context does not say).',
+    item_doc="One claim's verdict.",
+    list_doc="Analyze answer: one verdict per claim, in order.",
+)
 
 
 _VERDICTS_INSTRUCTIONS = """\
@@ -113,21 +102,14 @@ def create_faithfulness_scorer(
         >>> scorer.run(output="The capital of France is Paris.").score  # doctest: +SKIP
         1.0
     """
-    check_scale(scale)
-    check_context_option(context)
-
-    def score(run: ScorerRun) -> float:
-        return yes_share(run) * run.scale
-
-    return Scorer(
+    return claims_scorer(
         id=SCORER_ID,
         description="The share of the answer's claims that its context supports.",
         model=model,
-        requires=("output", "context"),
-        uses_context=True,
         context=context,
         context_extractor=context_extractor,
         scale=scale,
+        requires=("output", "context"),
         preprocess=OUTPUT_CLAIMS,
         analyze=claim_verdicts_step(
             instructions=_VERDICTS_INSTRUCTIONS,
@@ -135,9 +117,7 @@ def create_faithfulness_scorer(
             name="faithfulness_verdicts",
             task="Check each of the {n} claims above against the context pieces.",
         ),
-        generate_score=score,
         generate_reason=claims_reason_step(
             instructions=_REASON_INSTRUCTIONS, name="faithfulness_reason"
         ),
-        options=context_options(context, context_extractor, scale),
     )

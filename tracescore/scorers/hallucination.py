@@ -9,18 +9,15 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from pydantic import BaseModel, Field
-
 from tracescore._judge import Judge
-from tracescore.scorers._base import Scorer, ScorerRun, check_scale
+from tracescore.scorers._base import Scorer
 from tracescore.scorers._claims import (
     OUTPUT_CLAIMS,
-    check_context_option,
+    claim_verdicts_schema,
     claim_verdicts_step,
     claims_reason_step,
-    yes_share,
+    claims_scorer,
 )
-from tracescore.scorers._common import context_options
 from tracescore.scorers._verdicts import YesNo
 
 __all__ = ["create_hallucination_scorer"]
@@ -28,21 +25,13 @@ __all__ = ["create_hallucination_scorer"]
 SCORER_ID = "hallucination"
 
 
-class ClaimVerdict(BaseModel):
-    """One claim's verdict: ``yes`` means hallucinated."""
-
-    claim_index: int = Field(description="The claim's index attribute (0-based).")
-    verdict: YesNo = Field(
-        description='"yes" if the claim is hallucinated (the context contradicts it or does '
-        'not contain it), "no" if the context supports it.'
-    )
-    reason: str = Field(description="Why, in one sentence.")
-
-
-class ClaimVerdicts(BaseModel):
-    """Analyze answer: one verdict per claim, in order."""
-
-    verdicts: list[ClaimVerdict]
+ClaimVerdicts = claim_verdicts_schema(
+    YesNo,
+    '"yes" if the claim is hallucinated (the context contradicts it or does not contain it), '
+    '"no" if the context supports it.',
+    item_doc="One claim's verdict: ``yes`` means hallucinated.",
+    list_doc="Analyze answer: one verdict per claim, in order.",
+)
 
 
 _VERDICTS_INSTRUCTIONS = """\
@@ -114,22 +103,15 @@ def create_hallucination_scorer(
         >>> scorer.run(output="Paris, the capital, has 9 million people.").score  # doctest: +SKIP
         0.5
     """
-    check_scale(scale)
-    check_context_option(context)
-
-    def score(run: ScorerRun) -> float:
-        return yes_share(run) * run.scale
-
-    return Scorer(
+    return claims_scorer(
         id=SCORER_ID,
         description="The share of the answer's claims that contradict or go beyond its context.",
         model=model,
-        requires=("output", "context"),
-        uses_context=True,
         context=context,
         context_extractor=context_extractor,
-        higher_is_better=False,
         scale=scale,
+        requires=("output", "context"),
+        higher_is_better=False,
         preprocess=OUTPUT_CLAIMS,
         analyze=claim_verdicts_step(
             instructions=_VERDICTS_INSTRUCTIONS,
@@ -138,11 +120,9 @@ def create_hallucination_scorer(
             task="Decide for each of the {n} claims above whether it is hallucinated "
             "with respect to the context pieces.",
         ),
-        generate_score=score,
         generate_reason=claims_reason_step(
             instructions=_REASON_INSTRUCTIONS,
             name="hallucination_reason",
             note=" (lower is better)",
         ),
-        options=context_options(context, context_extractor, scale),
     )
