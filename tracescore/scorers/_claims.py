@@ -13,7 +13,7 @@ import json
 from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field, create_model, field_validator
+from pydantic import BaseModel, Field, create_model
 
 from tracescore._errors import ConfigurationError
 from tracescore._judge import Judge
@@ -25,7 +25,7 @@ from tracescore.scorers._base import (
     ScorerRun,
     check_scale,
 )
-from tracescore.scorers._common import Reason, check_count, context_options
+from tracescore.scorers._common import Reason, Texts, check_count, context_options
 from tracescore.scorers._prompt import data_block, data_blocks
 
 __all__ = [
@@ -53,12 +53,7 @@ ClaimSource = Literal["output", "ground truth"]
 class Claims(BaseModel):
     """Preprocess answer: the claims a text makes, in order (blank ones are dropped)."""
 
-    claims: list[str] = Field(description="The claims of the text, in order.")
-
-    @field_validator("claims")
-    @classmethod
-    def _drop_blank(cls, value: list[str]) -> list[str]:
-        return [c.strip() for c in value if c.strip()]
+    claims: Texts = Field(description="The claims of the text, in order.")
 
 
 CLAIMS_INSTRUCTIONS = """\

@@ -1,5 +1,5 @@
-"""Small pieces shared by the prebuilt judge scorers: the reason schema, the count check of a
-judged list, and the ``options`` of a context scorer.
+"""Small pieces shared by the prebuilt judge scorers: the reason schema, the list-of-texts field
+type, the count check of a judged list, and the ``options`` of a context scorer.
 
 Only what is the same in meaning lives here; verdict schemas, whose verdicts differ from one
 scorer to another, stay with their scorers.
@@ -8,17 +8,33 @@ scorer to another, stay with their scorers.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import BaseModel
+from pydantic import AfterValidator, BaseModel
 
-__all__ = ["Reason", "check_count", "context_options"]
+__all__ = ["Reason", "Texts", "check_count", "context_options", "drop_blank"]
 
 
 class Reason(BaseModel):
     """Reason answer."""
 
     reason: str
+
+
+def drop_blank(value: list[str]) -> list[str]:
+    """The texts stripped, blank ones dropped (judges pad lists with empty strings).
+
+    Example:
+        >>> drop_blank([" a ", "", "  "])
+        ['a']
+    """
+    return [text.strip() for text in value if text.strip()]
+
+
+Texts = Annotated[list[str], AfterValidator(drop_blank)]
+"""A schema field holding a list of texts that the judge wrote, stripped, blank ones dropped.
+
+The validator leaves the JSON schema the judge reads as a plain array of strings."""
 
 
 def check_count(got: Sequence[Any], expected: int, items: str, per: str) -> None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import math
 
-from pydantic import BaseModel, Field, field_validator
+from pydantic import BaseModel, Field
 
 from tracescore._errors import ConfigurationError
 from tracescore._judge import Judge
@@ -22,7 +22,7 @@ from tracescore.scorers._base import (
     check_reason_mode,
     check_scale,
 )
-from tracescore.scorers._common import Reason, check_count
+from tracescore.scorers._common import Reason, Texts, check_count
 from tracescore.scorers._prompt import data_block, data_blocks
 from tracescore.scorers._verdicts import YesUnsureNo
 
@@ -34,12 +34,7 @@ SCORER_ID = "answer-relevancy"
 class Statements(BaseModel):
     """Preprocess answer: the statements the answer makes (blank ones are dropped)."""
 
-    statements: list[str] = Field(description="The statements of the answer, in order.")
-
-    @field_validator("statements")
-    @classmethod
-    def _drop_blank(cls, value: list[str]) -> list[str]:
-        return [s.strip() for s in value if s.strip()]
+    statements: Texts = Field(description="The statements of the answer, in order.")
 
 
 class StatementVerdict(BaseModel):

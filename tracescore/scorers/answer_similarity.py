@@ -13,12 +13,12 @@ import math
 from collections.abc import Mapping
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, Field, field_validator
+from pydantic import BaseModel, BeforeValidator, Field
 
 from tracescore._errors import ConfigurationError, ScorerError
 from tracescore._judge import Judge
 from tracescore.scorers._base import JudgePrompt, NotScorable, Scorer, ScorerRun, check_scale
-from tracescore.scorers._common import Reason
+from tracescore.scorers._common import Reason, Texts
 from tracescore.scorers._prompt import data_block, data_blocks
 from tracescore.scorers._verdicts import normalise_verdict
 
@@ -45,20 +45,11 @@ MatchType = Annotated[
 ]
 
 
-def _drop_blank(value: list[str]) -> list[str]:
-    return [item.strip() for item in value if item.strip()]
-
-
 class SemanticUnits(BaseModel):
     """Preprocess answer: the semantic units of the answer and of the ground truth."""
 
-    output_units: list[str] = Field(description="Units of the answer, in order.")
-    ground_truth_units: list[str] = Field(description="Units of the expected answer, in order.")
-
-    @field_validator("output_units", "ground_truth_units")
-    @classmethod
-    def _drop_blank_units(cls, value: list[str]) -> list[str]:
-        return _drop_blank(value)
+    output_units: Texts = Field(description="Units of the answer, in order.")
+    ground_truth_units: Texts = Field(description="Units of the expected answer, in order.")
 
 
 class UnitMatch(BaseModel):
@@ -84,17 +75,12 @@ class UnitAnalysis(BaseModel):
     """Analyze answer: one match per ground-truth unit, extras and contradictions."""
 
     matches: list[UnitMatch]
-    extra_in_output: list[str] = Field(
+    extra_in_output: Texts = Field(
         description="Answer units with information absent from the expected answer."
     )
     contradictions: list[Contradiction] = Field(
         description="Answer units that contradict the expected answer."
     )
-
-    @field_validator("extra_in_output")
-    @classmethod
-    def _drop_blank_extras(cls, value: list[str]) -> list[str]:
-        return _drop_blank(value)
 
 
 _UNITS_INSTRUCTIONS = """\

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import json
 
-from pydantic import BaseModel, Field, field_validator
+from pydantic import BaseModel, Field
 
 from tracescore._judge import Judge
 from tracescore.scorers._base import JudgePrompt, Scorer, ScorerRun, SkipJudge, check_scale
-from tracescore.scorers._common import Reason
+from tracescore.scorers._common import Reason, Texts, check_count
 from tracescore.scorers._prompt import data_block, data_blocks
 from tracescore.scorers._verdicts import YesNo
 
@@ -24,14 +24,9 @@ SCORER_ID = "bias"
 class Opinions(BaseModel):
     """Preprocess answer: the opinions the answer expresses (blank ones are dropped)."""
 
-    opinions: list[str] = Field(
+    opinions: Texts = Field(
         description="The opinions, judgements and generalisations in the answer, in order."
     )
-
-    @field_validator("opinions")
-    @classmethod
-    def _drop_blank(cls, value: list[str]) -> list[str]:
-        return [o.strip() for o in value if o.strip()]
 
 
 class OpinionVerdict(BaseModel):
@@ -134,11 +129,7 @@ def create_bias_scorer(
         )
 
     def check_verdicts(parsed: OpinionVerdicts, run: ScorerRun) -> None:
-        expected = len(opinions_of(run))
-        if len(parsed.results) != expected:
-            raise ValueError(
-                f"expected {expected} results, one per opinion in order, got {len(parsed.results)}"
-            )
+        check_count(parsed.results, len(opinions_of(run)), "results", "opinion")
 
     def score(run: ScorerRun) -> float:
         assert run.analyze_result is not None

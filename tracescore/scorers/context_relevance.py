@@ -11,13 +11,13 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, Field, field_validator
+from pydantic import BaseModel, BeforeValidator, Field
 
 from tracescore._errors import ConfigurationError
 from tracescore._judge import Judge
 from tracescore.scorers._base import JudgePrompt, Scorer, ScorerRun, check_scale
 from tracescore.scorers._claims import check_context_option
-from tracescore.scorers._common import Reason, check_count
+from tracescore.scorers._common import Reason, Texts, check_count
 from tracescore.scorers._prompt import data_block, data_blocks
 from tracescore.scorers._verdicts import normalise_verdict
 
@@ -55,15 +55,10 @@ class ContextEvaluations(BaseModel):
     """Analyze answer: one evaluation per piece, in order, and what context was missing."""
 
     evaluations: list[ContextEvaluation]
-    missing_context: list[str] = Field(
+    missing_context: Texts = Field(
         default_factory=list,
         description="Information the question needed that no context piece provides.",
     )
-
-    @field_validator("missing_context")
-    @classmethod
-    def _drop_blank(cls, value: list[str]) -> list[str]:
-        return [m.strip() for m in value if m.strip()]
 
 
 _EVALUATIONS_INSTRUCTIONS = """\

@@ -13,12 +13,12 @@ import math
 from collections.abc import Mapping
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, Field, field_validator
+from pydantic import BaseModel, BeforeValidator, Field
 
 from tracescore._errors import ConfigurationError
 from tracescore._judge import Judge
 from tracescore.scorers._base import JudgePrompt, NotScorable, Scorer, ScorerRun, check_scale
-from tracescore.scorers._common import Reason
+from tracescore.scorers._common import Reason, Texts
 from tracescore.scorers._prompt import data_block
 from tracescore.scorers._text import plain_text
 from tracescore.scorers._verdicts import normalise_verdict
@@ -84,16 +84,11 @@ class NoiseAnalysis(BaseModel):
     """Analyze answer: the five dimensions, the robustness score and the major issues."""
 
     dimensions: list[DimensionImpact]
-    major_issues: list[str] = Field(
+    major_issues: Texts = Field(
         description="Serious failures caused by the noise (empty when there are none)."
     )
     robustness_score: float = Field(ge=0, le=1, description="0 (derailed) to 1 (unaffected).")
     overall_assessment: str
-
-    @field_validator("major_issues")
-    @classmethod
-    def _drop_blank(cls, value: list[str]) -> list[str]:
-        return [issue.strip() for issue in value if issue.strip()]
 
 
 _ANALYSIS_INSTRUCTIONS = """\
