@@ -11,10 +11,8 @@ returned.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
-import pytest
 import tracescore_langchain
 from langchain_core.embeddings import DeterministicFakeEmbedding
 from langchain_core.output_parsers import StrOutputParser
@@ -35,27 +33,6 @@ DOCUMENTS = [
     "It was designed by the engineering company of Gustave Eiffel.",
 ]
 EVENT = "gen_ai.evaluation.result"
-
-
-@pytest.fixture
-def model() -> Iterator[ScriptedJudge]:
-    with ScriptedJudge() as server:
-        server.route("*", ANSWER)  # the app's own call asks for no response schema
-        yield server
-
-
-@pytest.fixture
-def judge() -> Iterator[ScriptedJudge]:
-    with ScriptedJudge() as server:
-        server.route("answer_relevancy_statements", {"statements": [ANSWER]})
-        server.route("answer_relevancy_verdicts",
-                     {"results": [{"result": "yes", "reason": "answers it"}]})
-        server.route("answer_relevancy_reason", {"reason": "Direct answer."})
-        server.route("output_claims", {"claims": [ANSWER]})
-        server.route("faithfulness_verdicts", {"verdicts": [
-            {"claim_index": 0, "verdict": "yes", "reason": "the first document says so"}]})
-        server.route("faithfulness_reason", {"reason": "Backed by the documents."})
-        yield server
 
 
 def _configure(judge: ScriptedJudge) -> None:

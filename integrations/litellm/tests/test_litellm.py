@@ -27,27 +27,6 @@ EVENT = "gen_ai.evaluation.result"
 
 
 @pytest.fixture
-def model() -> Iterator[ScriptedJudge]:
-    with ScriptedJudge() as server:
-        server.route("*", ANSWER)
-        yield server
-
-
-@pytest.fixture
-def judge() -> Iterator[ScriptedJudge]:
-    with ScriptedJudge() as server:
-        server.route("answer_relevancy_statements", {"statements": [ANSWER]})
-        server.route("answer_relevancy_verdicts",
-                     {"results": [{"result": "yes", "reason": "answers it"}]})
-        server.route("answer_relevancy_reason", {"reason": "Direct answer."})
-        server.route("output_claims", {"claims": [ANSWER]})
-        server.route("faithfulness_verdicts", {"verdicts": [
-            {"claim_index": 0, "verdict": "yes", "reason": "the first document says so"}]})
-        server.route("faithfulness_reason", {"reason": "Backed by the documents."})
-        yield server
-
-
-@pytest.fixture
 def instrumented() -> Iterator[None]:
     tracescore_litellm.instrument()
     yield

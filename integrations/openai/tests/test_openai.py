@@ -30,23 +30,6 @@ ANSWER = "Paris is the capital of France."
 
 
 @pytest.fixture
-def model() -> Iterator[ScriptedJudge]:
-    with ScriptedJudge() as server:
-        server.route("*", ANSWER)  # any request without a response schema: the app's call
-        yield server
-
-
-@pytest.fixture
-def judge() -> Iterator[ScriptedJudge]:
-    with ScriptedJudge() as server:
-        server.route("answer_relevancy_statements", {"statements": [ANSWER]})
-        server.route("answer_relevancy_verdicts",
-                     {"results": [{"result": "yes", "reason": "answers it"}]})
-        server.route("answer_relevancy_reason", {"reason": "Direct answer."})
-        yield server
-
-
-@pytest.fixture
 def exporter(judge: ScriptedJudge) -> Iterator[InMemoryScoreExporter]:
     exp = InMemoryScoreExporter()
     tracescore.configure(judge=judge.as_judge(), exporter=exp, scoring=[

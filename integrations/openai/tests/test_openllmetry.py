@@ -27,23 +27,6 @@ EVENT = "gen_ai.evaluation.result"
 
 
 @pytest.fixture
-def model() -> Iterator[ScriptedJudge]:
-    with ScriptedJudge() as server:
-        server.route("*", ANSWER)
-        yield server
-
-
-@pytest.fixture
-def judge() -> Iterator[ScriptedJudge]:
-    with ScriptedJudge() as server:
-        server.route("answer_relevancy_statements", {"statements": [ANSWER]})
-        server.route("answer_relevancy_verdicts",
-                     {"results": [{"result": "yes", "reason": "answers it"}]})
-        server.route("answer_relevancy_reason", {"reason": "Direct answer."})
-        yield server
-
-
-@pytest.fixture
 def traceloop(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
     """Traceloop's SDK started as its users start it, with its OpenAI instrumentation; yields
     its ``workflow`` decorator. ``Traceloop.init`` sets up (or reuses) the global provider and

@@ -29,23 +29,6 @@ EVENT = "gen_ai.evaluation.result"
 
 
 @pytest.fixture
-def model() -> Iterator[ScriptedJudge]:
-    with ScriptedJudge() as server:
-        server.route("*", ANSWER)
-        yield server
-
-
-@pytest.fixture
-def judge() -> Iterator[ScriptedJudge]:
-    with ScriptedJudge() as server:
-        server.route("answer_relevancy_statements", {"statements": [ANSWER]})
-        server.route("answer_relevancy_verdicts",
-                     {"results": [{"result": "yes", "reason": "answers it"}]})
-        server.route("answer_relevancy_reason", {"reason": "Direct answer."})
-        yield server
-
-
-@pytest.fixture
 def event_only(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     monkeypatch.setenv("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", "EVENT_ONLY")
     monkeypatch.setenv("OTEL_SEMCONV_STABILITY_OPT_IN", "gen_ai_latest_experimental")
