@@ -9,7 +9,9 @@ held span can be: the calling thread registers it here before its jobs are queue
 
 from __future__ import annotations
 
+import logging
 import threading
+import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -20,6 +22,8 @@ from opentelemetry.sdk.util import BoundedList
 from ._stats import Stats
 
 Key = tuple[int, int]
+
+logger = logging.getLogger("tracescore")
 
 
 class Held:
@@ -59,6 +63,7 @@ class HeldSpans:
 
     def __len__(self) -> int:
         return len(self._spans)
+
 
     def full(self) -> bool:
         """Whether ``max_held`` spans are held (a hint: ``hold`` decides for certain)."""
@@ -121,6 +126,10 @@ class HeldSpans:
     def expire(self, now: float) -> float | None:
         """Export the held spans whose deadline passed. Returns the next deadline, or None
         when nothing is held."""
+        return self._expire(now)[0]
+
+    def _expire(self, now: float) -> tuple[float | None, int]:
+        """``expire``, also returning how many spans it exported."""
         expired: list[Held] = []
         with self._lock:
             for held in list(self._spans.values()):
@@ -131,7 +140,7 @@ class HeldSpans:
             self._stats.deadline_exports += len(expired)
             first = next(iter(self._spans.values()), None)
         self._export_all(expired)
-        return None if first is None else first.deadline
+        return (None if first is None else first.deadline), len(expired)
 
     def release_all(self) -> int:
         """Export every held span now with the scores it has (a flush or shutdown past its
@@ -169,6 +178,75 @@ class HeldSpans:
         if held.events or held.attributes:
             span = with_events(span, held.events or (), held.attributes)
         self._export(span)
+
+
+class DeadlineBackstop:
+    """Exports held spans whose deadline passed when the scoring loop cannot: a daemon thread
+    (``tracescore-deadlines``) that looks every ``period`` seconds.
+
+    The loop's own sweep exports a span at its deadline. A scorer or an ``on_score`` callback
+    that blocks the loop's thread (blocking work in ``async`` code) stops that sweep too; the
+    spans would then wait for it to return, past any deadline. The backstop exports a span once
+    its deadline is ``grace`` seconds behind, logs one warning per such stall, and its late
+    scores follow on carrier spans as usual. Started with the first held span.
+
+    Args:
+        held: the spans it watches.
+        period: seconds between looks (default 1).
+        grace: how late a span must be before the backstop takes it rather than the loop
+            (default 1 s).
+    """
+
+    def __init__(self, held: HeldSpans, period: float = 1.0, grace: float = 1.0) -> None:
+        self.held = held
+        self.period = period
+        self.grace = grace
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._start_lock = threading.Lock()
+
+    def ensure_started(self) -> None:
+        """Start the thread unless it runs (cheap after the first call; never raises)."""
+        if self._thread is not None:
+            return
+        with self._start_lock:
+            if self._thread is not None or self._stop.is_set():
+                return
+            thread = threading.Thread(target=self._run, name="tracescore-deadlines",
+                                      daemon=True)
+            try:
+                thread.start()
+            except RuntimeError:  # no new threads (the interpreter is exiting)
+                return
+            self._thread = thread
+
+    def stop(self) -> None:
+        """Stop the thread (it exits within ``period``; not waited for)."""
+        self._stop.set()
+
+    def after_fork_in_child(self) -> None:
+        """The parent's thread does not exist in a child: start afresh on the next hold."""
+        self._stop = threading.Event()
+        self._thread = None
+        self._start_lock = threading.Lock()
+
+    def _run(self) -> None:
+        stalled = False
+        stop = self._stop
+        while not stop.wait(self.period):
+            try:
+                took = self.held._expire(time.monotonic() - self.grace)[1]
+            except Exception:  # a broken exporter must not end the backstop
+                logger.debug("tracescore deadline backstop failed", exc_info=True)
+                continue
+            if took and not stalled:
+                logger.warning(
+                    "tracescore: the scoring loop did not export %d span(s) at their "
+                    "deadline: a scorer or an on_score callback is blocking its thread "
+                    "(blocking work in async code?). They were exported without their "
+                    "scores, which follow on carrier spans; the application is unaffected.",
+                    took)
+            stalled = bool(took)
 
 
 def with_events(span: ReadableSpan, extra: Sequence[Event],

@@ -27,7 +27,7 @@ from opentelemetry.trace import StatusCode
 from . import _loop
 from . import _semconv as sc
 from ._engine import Deferred, Engine, Job
-from ._held import Held, HeldSpans, with_events
+from ._held import DeadlineBackstop, Held, HeldSpans, with_events
 from ._readers import Content, Reader, attributes_of, reader_for, scope_name
 from ._request import ScoringRequest
 from ._rules import CompiledRule, Selected, select
@@ -141,6 +141,7 @@ class ScoringSpanProcessor(SpanProcessor):
         self._buffer = trace_buffer if trace_buffer is not None else (
             TraceBuffer() if wants_buffer else None)
         self._held = HeldSpans(self._export, self._stats, max_held_spans)
+        self._backstop = DeadlineBackstop(self._held)
         self._span_events = SpanEventWriter(self._held, self._export, self._stats)
         chain: list[Any] = [self._span_events]
         if telemetry is not None:
@@ -246,6 +247,7 @@ class ScoringSpanProcessor(SpanProcessor):
         if held is None:
             self._count_skips(admitted, "held_spans_full")
             return False
+        self._backstop.ensure_started()
         # Only what is gone once end() returns is read on this thread (the decorators' full
         # values); the request itself is built on the loop, off the application's thread.
         content = reader.read(span, kind) if reader.volatile else None
@@ -429,6 +431,7 @@ class ScoringSpanProcessor(SpanProcessor):
         deadline = time.monotonic() + _seconds(timeout_millis)
         self.force_flush(timeout_millis)
         self._closed = True  # from now on on_end exports every span directly
+        self._backstop.stop()
         self._count_dropped(self._engine.shutdown(_left(deadline),
                                                   on_late_drop=self._count_dropped))
         self._held.release_all()
@@ -473,6 +476,7 @@ class ScoringSpanProcessor(SpanProcessor):
             self._buffer.after_fork_in_child()
         self._sweep_armed = False
         self._export_call = None
+        self._backstop.after_fork_in_child()
 
 
 class _Call:
