@@ -60,6 +60,12 @@ class HeldSpans:
         # Insertion order is end order, and every span has the same score_timeout, so the
         # oldest deadline is always at the front.
         self._spans: dict[Key, Held] = {}
+        # Spans released and not yet handed to ``export`` (another thread may be doing it: a
+        # flush waits for them, or the export processor flushes without them).
+        self._handing = 0
+        self._handed = threading.Condition(self._lock)
+        #: Sweeps of the loop so far (``expire``): the backstop tells a stall's end by it.
+        self.sweeps = 0
 
     def __len__(self) -> int:
         return len(self._spans)
@@ -96,7 +102,10 @@ class HeldSpans:
         """Give ``held`` back (its jobs were refused). True when it was still held: the caller
         then exports the span itself; False when another path exported it already."""
         with self._lock:
-            return self._release(held)
+            released = self._release(held)
+            if released:  # the caller exports it, on its own thread, before it returns
+                self._done_handing()
+            return released
 
     def attach(self, key: Key, event: Event, attributes: Mapping[str, Any] | None = None) -> bool:
         """Attach one score's event (and its span ``attributes``) to the held span ``key``;
@@ -125,7 +134,8 @@ class HeldSpans:
 
     def expire(self, now: float) -> float | None:
         """Export the held spans whose deadline passed. Returns the next deadline, or None
-        when nothing is held."""
+        when nothing is held. The loop's sweep calls it."""
+        self.sweeps += 1
         return self._expire(now)[0]
 
     def _expire(self, now: float) -> tuple[float | None, int]:
@@ -151,10 +161,19 @@ class HeldSpans:
         self._export_all(released)
         return len(released)
 
+    def wait_handed_over(self, timeout: float) -> bool:
+        """Wait until every released span was handed to the export processor (another
+        thread, e.g. the backstop, may be handing one over), at most ``timeout`` seconds. True
+        when none is left; a flush of the export processor comes after this."""
+        with self._handed:
+            return self._handed.wait_for(lambda: self._handing == 0, timeout)
+
     def forget_all(self) -> None:
         """Forget every held span without exporting it (a child process after ``fork()``: the
         parent exports them)."""
         self._lock = threading.Lock()
+        self._handed = threading.Condition(self._lock)
+        self._handing = 0
         self._spans.clear()
         self._stats.spans_held = 0
 
@@ -164,6 +183,7 @@ class HeldSpans:
         if held.exported:
             return False
         held.exported = True
+        self._handing += 1
         ctx = held.span.context
         assert ctx is not None
         self._spans.pop((ctx.trace_id, ctx.span_id), None)
@@ -174,10 +194,20 @@ class HeldSpans:
             self._export_held(held)
 
     def _export_held(self, held: Held) -> None:
-        span = held.span
-        if held.events or held.attributes:
-            span = with_events(span, held.events or (), held.attributes)
-        self._export(span)
+        try:
+            span = held.span
+            if held.events or held.attributes:
+                span = with_events(span, held.events or (), held.attributes)
+            self._export(span)
+        finally:
+            with self._lock:
+                self._done_handing()
+
+    def _done_handing(self) -> None:
+        """One released span is handed over; the caller holds the lock."""
+        self._handing -= 1
+        if not self._handing:
+            self._handed.notify_all()
 
 
 class DeadlineBackstop:
@@ -187,8 +217,9 @@ class DeadlineBackstop:
     The loop's own sweep exports a span at its deadline. A scorer or an ``on_score`` callback
     that blocks the loop's thread (blocking work in ``async`` code) stops that sweep too; the
     spans would then wait for it to return, past any deadline. The backstop exports a span once
-    its deadline is ``grace`` seconds behind, logs one warning per such stall, and its late
-    scores follow on carrier spans as usual. Started with the first held span.
+    its deadline is ``grace`` seconds behind, logs one warning per such stall (which lasts until
+    the loop sweeps again), and its late scores follow on carrier spans as usual. Started with
+    the first held span.
 
     Args:
         held: the spans it watches.
@@ -231,7 +262,9 @@ class DeadlineBackstop:
         self._start_lock = threading.Lock()
 
     def _run(self) -> None:
-        stalled = False
+        # The loop's sweep count at the last warning: the stall lasts until the loop sweeps
+        # again (a look that finds nothing due does not end it: spans may end rarely).
+        warned_at: int | None = None
         stop = self._stop
         while not stop.wait(self.period):
             try:
@@ -239,14 +272,14 @@ class DeadlineBackstop:
             except Exception:  # a broken exporter must not end the backstop
                 logger.debug("tracescore deadline backstop failed", exc_info=True)
                 continue
-            if took and not stalled:
+            if took and self.held.sweeps != warned_at:
+                warned_at = self.held.sweeps
                 logger.warning(
                     "tracescore: the scoring loop did not export %d span(s) at their "
                     "deadline: a scorer or an on_score callback is blocking its thread "
                     "(blocking work in async code?). They were exported without their "
                     "scores, which follow on carrier spans; the application is unaffected.",
                     took)
-            stalled = bool(took)
 
 
 def with_events(span: ReadableSpan, extra: Sequence[Event],

@@ -396,7 +396,9 @@ class ScoringSpanProcessor(SpanProcessor):
         else:
             idle = self._engine.wait_idle(max(0.0, deadline - reserve - time.monotonic()))
         remaining = self._held.release_all()
-        flushed = True
+        # A span the backstop (or the loop's sweep) released is still being handed over on
+        # its thread: the export processor's flush must come after it, or misses it.
+        flushed = self._held.wait_handed_over(_left(deadline))
         if self._downstream is not None:
             downstream = self._downstream
 
@@ -404,7 +406,7 @@ class ScoringSpanProcessor(SpanProcessor):
                 left = max(0, int((deadline - time.monotonic()) * 1000))
                 return bool(downstream.force_flush(left))
 
-            flushed = self._call_before(flush, "flush", deadline)
+            flushed = self._call_before(flush, "flush", deadline) and flushed
         self._flush_missed = not (idle and flushed)
         return bool(idle and flushed and not remaining)
 
@@ -435,6 +437,7 @@ class ScoringSpanProcessor(SpanProcessor):
         self._count_dropped(self._engine.shutdown(_left(deadline),
                                                   on_late_drop=self._count_dropped))
         self._held.release_all()
+        self._held.wait_handed_over(_left(deadline))  # before the export processor stops
         if self._downstream is not None:
             downstream = self._downstream
 
