@@ -53,13 +53,20 @@ class TracePicker:
         True
     """
 
-    __slots__ = ("_samples", "_last")
+    __slots__ = ("_samples", "_last", "_fixed")
 
     def __init__(self, samples: list[tuple[float, str]] | tuple[tuple[float, str], ...]) -> None:
         self._samples = tuple((float(rate), str(salt)) for rate, salt in samples)
         self._last: tuple[int, bool] = (-1, False)
+        # Known without hashing: a rate of 1 picks every trace, rates of 0 alone pick none.
+        self._fixed: bool | None = (
+            True if any(rate >= 1.0 for rate, _ in self._samples)
+            else False if all(rate <= 0.0 for rate, _ in self._samples) else None)
 
     def __call__(self, trace_id: int) -> bool:
+        fixed = self._fixed
+        if fixed is not None:
+            return fixed
         last = self._last  # one read: a pair written whole by any thread
         if last[0] == trace_id:
             return last[1]
