@@ -54,7 +54,6 @@ class _SwitchProcessor(SpanProcessor):
         # The target's hooks, bound once (they run for every span); no on_start when the
         # target says it does nothing there.
         self._on_start: Any = None
-        self._on_end: Any = None
 
     @property
     def target(self) -> SpanProcessor | None:
@@ -66,7 +65,12 @@ class _SwitchProcessor(SpanProcessor):
         self._target = target
         self._on_start = (None if target is None or getattr(target, "starts_nothing", False)
                           else target.on_start)
-        self._on_end = None if target is None else target.on_end
+        # The provider calls ``on_end`` for every span: the target's own method, set on this
+        # instance, takes the call directly (no hop through this processor).
+        if target is None:
+            self.__dict__.pop("on_end", None)
+        else:
+            self.on_end = target.on_end  # type: ignore[method-assign]
 
     def on_start(self, span: Any, parent_context: Any = None) -> None:
         on_start = self._on_start
@@ -74,9 +78,8 @@ class _SwitchProcessor(SpanProcessor):
             on_start(span, parent_context=parent_context)
 
     def on_end(self, span: ReadableSpan) -> None:
-        on_end = self._on_end
-        if on_end is not None:
-            on_end(span)
+        # Reached only with no target (a target's on_end replaces this one on the instance).
+        return None
 
     def shutdown(self) -> None:
         target = self.target
