@@ -229,6 +229,7 @@ def test_refused_jobs_are_counted_when_a_flush_took_the_span_meanwhile() -> None
 
     engine.submit = refuse  # type: ignore[method-assign]
     key = emit(provider.get_tracer("t"))
+    processor._route_waiting()  # as the loop would
     assert down.ids[key] == 1
     assert processor.stats.skipped_queue_full == 1
 

@@ -36,7 +36,14 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import StatusCode
 
 import tracescore
-from tests.helpers import ProbeScorer, SimpleResult, eval_events, finished, memory_configure
+from tests.helpers import (
+    ProbeScorer,
+    SimpleResult,
+    eval_events,
+    finished,
+    memory_configure,
+    routed,
+)
 from tracescore._config import current
 from tracescore._serialize import to_json
 
@@ -896,9 +903,9 @@ def test_job_timeout_frees_the_place_of_a_scorer_that_ignores_cancellation() -> 
 
 
 def test_scorer_blocking_the_scoring_loop_loses_no_span() -> None:
-    # A scorer that blocks the loop thread itself: spans ended meanwhile wait in the worker's
-    # inbox. They count as held, a flush holds and exports them on its own thread, and each
-    # span goes out exactly once.
+    # A scorer that blocks the loop thread itself: spans ended meanwhile wait for the loop to
+    # route them. A flush routes, holds and exports them on its own thread, and each span goes
+    # out exactly once.
     started = threading.Event()
 
     class LoopBlocker(ProbeScorer):
@@ -907,8 +914,8 @@ def test_scorer_blocking_the_scoring_loop_loses_no_span() -> None:
             time.sleep(1.0)  # noqa: ASYNC251 - the point: the loop thread is stuck
             return await super().arun(**kwargs)
 
-    _, exp = memory_configure(scoring=[rule(LoopBlocker(id="blocker"))], score_timeout=60,
-                              max_concurrency=1)
+    inst, exp = memory_configure(scoring=[rule(LoopBlocker(id="blocker"))], score_timeout=60,
+                                 max_concurrency=1)
 
     @tracescore.agent
     def answer(q: str) -> str:
@@ -918,7 +925,7 @@ def test_scorer_blocking_the_scoring_loop_loses_no_span() -> None:
     assert started.wait(5)
     for i in range(5):
         answer(f"q{i}")
-    assert tracescore.stats().spans_held == 6
+    assert tracescore.stats().spans_held + len(inst.processor._routes) == 6
     assert completes(lambda: tracescore.force_flush(200)) is False
     names = [s.context.span_id for s in exp.get_finished_spans()]
     assert len(names) == len(set(names)) == 6
@@ -952,7 +959,7 @@ def test_shutdown_during_a_flush_with_thousands_held_loses_none() -> None:
     assert started.wait(5)
     for i in range(3000):
         answer(f"q{i}")
-    assert inst.processor.held_spans() == 3001
+    assert inst.processor.held_spans() + len(inst.processor._routes) == 3001
     flusher = threading.Thread(target=lambda: tracescore.force_flush(10_000))
     flusher.start()
     tracescore.shutdown(0)
@@ -1250,6 +1257,7 @@ def test_ten_thousand_spans_through_a_tiny_queue_are_each_exported_once(
     tracer = inst.tracer_provider.get_tracer("hardening")
     for _ in range(10_000):
         tracer.start_span("invoke_agent raw", attributes={"tracescore.span.kind": "agent"}).end()
+    routed()
     stats = tracescore.stats()
     assert stats.spans_held == 2
     assert stats.skipped_queue_full == 9_998

@@ -17,7 +17,7 @@ from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 
 import tracescore
-from tests.helpers import ProbeScorer, eval_events, finished, memory_configure
+from tests.helpers import ProbeScorer, eval_events, finished, memory_configure, routed
 from tests.otlp_receiver import HttpOtlpReceiver
 from tracescore.scorers import create_answer_relevancy_scorer
 from tracescore.testing import ScriptedJudge as JudgeServer
@@ -124,12 +124,17 @@ def test_rate_limit_skips_exactly_what_it_should() -> None:
     def answer(i: int) -> str:
         return "ok"
 
+    # A rate limit counts a span when it is routed (on the loop, just after the span ended):
+    # routed() does it here, before the clock moves.
     for i in range(5):
         answer(i)  # t=1000: only the first is admitted
+    routed()
     clock.now += 0.5
     answer(5)  # half a token: skipped
+    routed()
     clock.now += 0.5
     answer(6)  # one token: admitted
+    routed()
     clock.now += 10
     answer(7)
     answer(8)  # the bucket holds one token at most: 7 admitted, 8 skipped
@@ -202,6 +207,8 @@ def test_overload_stays_within_caps_and_exports_every_span() -> None:
         answer(i)
         peak_held = max(peak_held, processor.held_spans())
         peak_pending = max(peak_pending, processor.pending_jobs())
+    routed()
+    assert processor.held_spans() <= 8 and processor.pending_jobs() <= 20
     assert peak_held <= 8 and peak_pending <= 20
     stats = tracescore.stats()
     assert stats.spans_scored == 8

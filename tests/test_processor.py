@@ -19,7 +19,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 import tracescore
-from tests.helpers import ProbeScorer, eval_events, finished, memory_configure
+from tests.helpers import ProbeScorer, eval_events, finished, memory_configure, routed
 
 
 @pytest.fixture(autouse=True)
@@ -147,6 +147,7 @@ def test_decorated_call_does_not_wait_for_scoring() -> None:
         return "done"
 
     assert answer("q") == "done"  # returns while the scorer is still blocked
+    routed()  # as the loop does, after the call returned
     assert exp.get_finished_spans() == ()  # held, not exported yet
     assert tracescore.stats().spans_held == 1
     release.set()
@@ -351,6 +352,7 @@ def test_queue_overflow_skips_and_exports_every_span() -> None:
 
     for i in range(10):
         answer(i)
+    routed()
     stats = tracescore.stats()
     assert stats.skipped_queue_full == 7
     assert stats.spans_held == 3

@@ -220,11 +220,12 @@ def _start(spec: _Spec, instance: Any, args: tuple[Any, ...], kwargs: dict[str, 
             if capture:
                 limit = _state.max_content_length
                 text = to_json(arguments, limit)
-                # One set_attributes call: each set_attribute is one (copied dict, lock).
-                values = {sc.INPUT_VALUE: text, sc.INPUT_MIME_TYPE: sc.MIME_JSON}
+                # set_attribute, not set_attributes: the SDK cleans a mapping through the
+                # abstract Sequence and Mapping checks, a single value with two type checks.
+                span.set_attribute(sc.INPUT_VALUE, text)
+                span.set_attribute(sc.INPUT_MIME_TYPE, sc.MIME_JSON)
                 if spec.kind == "tool":
-                    values[sc.GEN_AI_TOOL_CALL_ARGUMENTS] = text
-                span.set_attributes(values)
+                    span.set_attribute(sc.GEN_AI_TOOL_CALL_ARGUMENTS, text)
                 if spec.kind == "llm":
                     _record_input_messages(span, arguments, limit)
     except Exception:
@@ -251,10 +252,10 @@ def _finish(spec: _Spec, span: Span, payload: CallRecord | None, output: Any) ->
                     span.set_attribute(sc.TRACESCORE_TRUNCATED, True)
         elif capture:
             text = to_json(output, limit)
-            values = {sc.OUTPUT_VALUE: text, sc.OUTPUT_MIME_TYPE: sc.MIME_JSON}
+            span.set_attribute(sc.OUTPUT_VALUE, text)
+            span.set_attribute(sc.OUTPUT_MIME_TYPE, sc.MIME_JSON)
             if spec.kind == "tool":
-                values[sc.GEN_AI_TOOL_CALL_RESULT] = text
-            span.set_attributes(values)
+                span.set_attribute(sc.GEN_AI_TOOL_CALL_RESULT, text)
             if spec.kind == "llm":
                 _record_messages(span, _chat_messages.output_messages(output),
                                  sc.GEN_AI_OUTPUT_MESSAGES, sc.LLM_OUTPUT_MESSAGES, limit)

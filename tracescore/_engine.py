@@ -96,16 +96,27 @@ class Engine:
             ``error.type=timeout``; None for no limit.
         on_drain: called on the loop thread each time the loop takes new jobs (the span
             processor arms its deadline sweep there, off the caller's thread).
+        feed: called on the loop thread at every drain, before the queue is read: it may
+            ``submit()`` work of its own (the span processor routes the spans that ended since,
+            see ``ScoringSpanProcessor.on_end``) and returns how many items it took, which
+            keep the loop polling as jobs do.
+        feed_waiting: whether ``feed`` has items waiting; asked before the loop stops polling,
+            so that an item added as it stops is not left behind (its producer calls ``wake()``
+            when it sees the loop not polling).
     """
 
     def __init__(self, writers: Sequence[Any], *, concurrency: int, max_queue_size: int,
                  job_timeout: float | None = None,
-                 on_drain: Callable[[], None] | None = None) -> None:
+                 on_drain: Callable[[], None] | None = None,
+                 feed: Callable[[], int] | None = None,
+                 feed_waiting: Callable[[], bool] | None = None) -> None:
         self.writers = list(writers)
         self.concurrency = max(1, int(concurrency))
         self.max_queue_size = max(1, int(max_queue_size))
         self.job_timeout = job_timeout
         self._on_drain = on_drain
+        self._feed = feed
+        self._feed_waiting = feed_waiting
         self._lock = threading.Lock()
         self._idle = threading.Condition(self._lock)
         self._inbox: deque[Job | Deferred] = deque()
@@ -125,6 +136,32 @@ class Engine:
     def pending(self) -> int:
         """Jobs accepted and not finished."""
         return self._pending
+
+    @property
+    def polling(self) -> bool:
+        """Whether the loop reads the queue and the feed by itself now (no ``wake()`` needed).
+        Read without the lock: a producer that adds to the feed and then sees False calls
+        ``wake()``, and the loop asks ``feed_waiting`` after it stops polling."""
+        return self._polling
+
+    def wake(self) -> bool:
+        """Make the loop drain (and so run the feed) soon, unless it polls already. Never
+        blocks. False when there is no loop to wake (closed, or none can run): the caller
+        then does the feed's work itself."""
+        with self._lock:
+            if self._closed:
+                return False
+            if self._polling:
+                return True
+            self._polling = True
+        try:
+            _loop.get_loop().call_soon_threadsafe(self._drain)
+        except Exception:
+            with self._lock:
+                self._polling = False
+            logger.debug("tracescore could not wake its scoring loop", exc_info=True)
+            return False
+        return True
 
     def submit(self, jobs: Sequence[Job] | Deferred) -> bool:
         """Accept all of ``jobs`` (or of the jobs a ``Deferred`` will build) or none. Never
@@ -161,17 +198,28 @@ class Engine:
 
     def _drain(self) -> None:
         loop = asyncio.get_running_loop()
+        fed = 0
+        if self._feed is not None:
+            try:
+                fed = self._feed()
+            except Exception:
+                logger.warning("tracescore: routing ended spans failed", exc_info=True)
         with self._lock:
             taken = list(self._inbox)
             self._inbox.clear()
             now = time.monotonic()
-            if taken:
+            if taken or fed:
                 self._last_work = now
                 self._poll_delay = _POLL_INTERVAL
             else:
                 self._poll_delay = min(self._poll_delay * 2, _POLL_MAX_INTERVAL)
             # Go on polling (submit() need not wake us) until work stops coming.
             self._polling = not self._closed and now - self._last_work < _POLL_LINGER
+            if (not self._polling and not self._closed and self._feed_waiting is not None
+                    and self._feed_waiting()):
+                # An item came in after the feed ran, and its producer saw us polling.
+                self._polling = True
+                self._poll_delay = _POLL_INTERVAL
             poll = self._polling
         if poll:
             loop.call_later(self._poll_delay, self._drain)

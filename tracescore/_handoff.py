@@ -4,8 +4,10 @@ A decorated call records its input and output on its span truncated (``max_conte
 not at all (content capture off), but scoring must see the full values. The decorator therefore
 announces its ``CallRecord`` here for exactly as long as ``span.end()`` runs: the span
 processors' ``on_end`` run inside that call, and the reader of tracescore's own spans looks the
-record up by the span's ids. Nothing outlives the ``end()`` call, so there is nothing to evict
-and nothing to leak, whatever spans end on which provider.
+record up by the span's ids. The scoring processor takes the record along with a span it routes
+later, on its loop, and announces it again for as long as that routing runs (``reading``).
+Nothing outlives either call, so there is nothing to evict and nothing to leak, whatever spans
+end on which provider.
 
 Only the standard library is imported: the decorators' hot path imports this module.
 """
@@ -76,3 +78,16 @@ def record_of(trace_id: int, span_id: int) -> CallRecord | None:
     made by a decorator, or ``on_end`` runs outside the ``end()`` call, as an asynchronous
     span processor would run it)."""
     return _ending.get((trace_id, span_id))
+
+
+def reading(span: Any, record: CallRecord, fn: Callable[[Any], Any]) -> Any:
+    """``fn(span)`` with ``record`` visible to ``record_of`` as the record of ``span`` (whose
+    ``end()`` returned before): the scoring processor routes spans after their end, off the
+    thread that ended them. Returns what ``fn`` returns; raises what it raises."""
+    ctx = span.context
+    key = (ctx.trace_id, ctx.span_id)
+    _ending[key] = record
+    try:
+        return fn(span)
+    finally:
+        _ending.pop(key, None)

@@ -232,6 +232,9 @@ class DeadlineBackstop:
         self.held = held
         self.period = period
         self.grace = grace
+        #: Called at every look as well (the span processor routes spans a stalled loop left
+        #: waiting); None: nothing.
+        self.also: Callable[[], None] | None = None
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._start_lock = threading.Lock()
@@ -267,6 +270,12 @@ class DeadlineBackstop:
         warned_at: int | None = None
         stop = self._stop
         while not stop.wait(self.period):
+            also = self.also
+            if also is not None:
+                try:
+                    also()
+                except Exception:
+                    logger.debug("tracescore deadline backstop failed", exc_info=True)
             try:
                 took = self.held._expire(time.monotonic() - self.grace)[1]
             except Exception:  # a broken exporter must not end the backstop

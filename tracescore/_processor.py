@@ -17,16 +17,17 @@ import os
 import threading
 import time
 import weakref
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor
 from opentelemetry.trace import StatusCode
 
-from . import _loop
+from . import _handoff, _loop
 from . import _semconv as sc
 from ._engine import Deferred, Engine, Job
+from ._handoff import CallRecord
 from ._held import DeadlineBackstop, Held, HeldSpans, with_events
 from ._readers import Content, Reader, attributes_of, reader_for, scope_name
 from ._request import ScoringRequest
@@ -97,6 +98,10 @@ class ScoringSpanProcessor(SpanProcessor):
             default: a ``TraceBuffer`` with its default bounds, when a rule's scorer needs
             context or tool calls.
         writers: further destinations of scores, after the built-in ones.
+        route_on_loop: route spans that may be scored on the loop, after ``on_end`` returns
+            (default); False routes them inside ``on_end``, on the thread that ends them, so
+            that the counters and the queue reflect a span as soon as it ended (the scoring
+            service's admission control reads them per request).
     """
 
     def __init__(
@@ -114,6 +119,7 @@ class ScoringSpanProcessor(SpanProcessor):
         telemetry: Any = None,
         trace_buffer: TraceBuffer | None = None,
         writers: Sequence[Any] = (),
+        route_on_loop: bool = True,
     ) -> None:
         self._downstream = downstream
         self._rules = list(rules)
@@ -149,9 +155,22 @@ class ScoringSpanProcessor(SpanProcessor):
         if on_score is not None:
             chain.append(CallbackWriter(on_score))
         chain.extend(writers)
+        # Spans that may be scored wait here, in end order, with their decorator's record,
+        # to be routed (read, matched against the rules, held) on the loop instead of on the
+        # thread that ended them. One router at a time keeps that order (a trace's documents
+        # reach the buffer before its later spans ask for them); reentrant, since a flush may
+        # come from code the routing runs. Past ``_max_routes`` waiting spans, the thread
+        # that ends one routes them all itself.
+        self._routes: deque[tuple[ReadableSpan, CallRecord | None]] = deque()
+        self._routing = threading.RLock()
+        self._max_routes = max(1, int(max_queue_size)) if route_on_loop else 0
+        self._route_runs = 0  # routings done; the backstop tells a stalled loop by it
+        self._route_runs_seen = -1
         self._engine = Engine(chain, concurrency=max_concurrency,
                               max_queue_size=max_queue_size, job_timeout=job_timeout,
-                              on_drain=self._arm_sweep)
+                              on_drain=self._arm_sweep, feed=self._route_waiting,
+                              feed_waiting=self._routes.__len__)
+        self._backstop.also = self._route_stalled
         _processors.add(self)
 
     # -- counters ------------------------------------------------------------------------------
@@ -192,25 +211,83 @@ class ScoringSpanProcessor(SpanProcessor):
                 logger.debug("tracescore export processor failed in on_start", exc_info=True)
 
     def on_end(self, span: ReadableSpan) -> None:
+        """Export ``span`` now when no rule can pick it; else queue it, with its decorator's
+        record, to be routed on the loop (``_route``). On the thread that ends the span this
+        costs a look-up and an append; never blocks (unless ``max_queue_size`` spans wait for
+        a stalled loop: then this thread routes them), never raises."""
         try:
-            if self._route(span):
+            ctx = span.context
+            if ctx is not None and self._rules and not self._closed and (
+                    self._buffer is not None or self.picks(ctx.trace_id) or (
+                        self._score_errors and span.status.status_code is StatusCode.ERROR)):
+                # Otherwise no rule can pick this span whatever it matches (the same picks as
+                # ``_rules.select``, by trace id or for a failure), and no trace context is
+                # kept: it goes straight to export (most spans, at a low sample rate).
+                routes = self._routes
+                routes.append((span, _handoff.record_of(ctx.trace_id, ctx.span_id)))
+                if len(routes) == 1:
+                    # The backstop routes what waits should the loop stall (the loop is
+                    # shared: another configuration's scorer may block it).
+                    self._backstop.ensure_started()
+                if len(routes) > self._max_routes or not (
+                        self._engine.polling or self._engine.wake()) or self._closed:
+                    # The loop is behind, cannot run, or shutdown raced this span: route
+                    # what waits here (shutdown's own pass may have gone already).
+                    self._route_waiting()
                 return
         except Exception:
             logger.warning("tracescore failed to schedule scoring for span %r; it is exported "
                            "unscored and the application is unaffected", span.name, exc_info=True)
         self._export(span)
 
+    def _route_waiting(self) -> int:
+        """Route every span waiting in ``_routes``, in end order, on this thread (the loop,
+        a flush, shutdown, the backstop, or a caller past the bound). Returns how many."""
+        routes = self._routes
+        routed = 0
+        more = True
+        while more:
+            # The lock is taken at least once: a span another thread took off the queue is
+            # routed (held or exported) once this returns, so a flush does not overtake it.
+            # A bounded batch per hold: a caller past the bound waits for one batch at most.
+            with self._routing:
+                for _ in range(256):
+                    try:
+                        span, record = routes.popleft()
+                    except IndexError:
+                        more = False
+                        break
+                    routed += 1
+                    try:
+                        held = (self._route(span) if record is None
+                                else _handoff.reading(span, record, self._route))
+                    except Exception:
+                        logger.warning("tracescore failed to schedule scoring for span %r; it "
+                                       "is exported unscored and the application is "
+                                       "unaffected", span.name, exc_info=True)
+                        held = False
+                    if not held:
+                        self._export(span)
+        self._route_runs += 1
+        return routed
+
+    def _route_stalled(self) -> None:
+        """The backstop's look: route the waiting spans when the loop has not routed since the
+        last look (a scorer or ``on_score`` callback blocks its thread)."""
+        runs = self._route_runs
+        if self._routes and runs == self._route_runs_seen:
+            self._route_waiting()
+        self._route_runs_seen = runs
+
     def _route(self, span: ReadableSpan) -> bool:
-        """True when the span is held for scoring (and will be exported later)."""
+        """True when the span is held for scoring (and will be exported later). Runs where
+        ``_route_waiting`` runs, with the span's decorator record announced (``_handoff``)."""
         ctx = span.context
         if ctx is None or not self._rules or self._closed:
             return False
         buffer = self._buffer
         if buffer is None and not self.picks(ctx.trace_id) and not (
                 self._score_errors and span.status.status_code is StatusCode.ERROR):
-            # No rule can pick this span whatever it matches (the same picks as
-            # ``_rules.select``, by trace id or for a failure), and no trace context is kept:
-            # the span goes straight to export (most spans, at a low sample rate).
             return False
         failed = span.status.status_code is StatusCode.ERROR
         attrs = attributes_of(span)
@@ -390,6 +467,9 @@ class ScoringSpanProcessor(SpanProcessor):
         budget = _seconds(timeout_millis)
         deadline = time.monotonic() + budget
         reserve = max(budget * 0.2, min(budget * 0.5, 0.25))
+        # Spans that ended before this call and wait to be routed are routed here (held for
+        # their scores or exported), or waited for while the loop routes them.
+        self._route_waiting()
         if _loop.is_loop_thread():
             # Called by a scorer or an on_score callback: no job can finish while it waits.
             idle = self._engine.pending == 0
@@ -433,6 +513,7 @@ class ScoringSpanProcessor(SpanProcessor):
         deadline = time.monotonic() + _seconds(timeout_millis)
         self.force_flush(timeout_millis)
         self._closed = True  # from now on on_end exports every span directly
+        self._route_waiting()  # spans that ended during the flush: exported (closed)
         self._backstop.stop()
         self._count_dropped(self._engine.shutdown(_left(deadline),
                                                   on_late_drop=self._count_dropped))
@@ -471,6 +552,9 @@ class ScoringSpanProcessor(SpanProcessor):
         # The parent exports the spans it held and the engine's jobs did not survive fork():
         # the child forgets them (exporting them too would duplicate them).
         self._lock = threading.Lock()
+        # Spans waiting to be routed are the parent's, which exports them.
+        self._routes.clear()
+        self._routing = threading.RLock()
         self._held.forget_all()
         self._span_events.after_fork_in_child()
         for rule in self._rules:

@@ -91,10 +91,12 @@ def _resolve_check() -> Callable[[], bool]:
             return not enabled()
     else:
         keys = _keys()
+        first, second = keys[0], keys[-1]  # one or two keys (see _keys)
 
         def check() -> bool:
+            # Two plain look-ups, no generator: this runs on every decorated call.
             current = otel_context.get_current()
-            return any(current.get(key) for key in keys)
+            return bool(current.get(first) or current.get(second))
     _check = check
     return check
 

@@ -116,7 +116,7 @@ class ScoringService:
             max_concurrency=scoring.max_concurrency, max_queue_size=scoring.max_queue_size,
             job_timeout=scoring.job_timeout, flush_timeout=config.shutdown_timeout,
             max_held_spans=scoring.max_held_spans, telemetry=self.telemetry,
-            trace_buffer=self.buffer)
+            trace_buffer=self.buffer, route_on_loop=False)
         holder.append(self.processor)
         self.settler = TraceSettler(
             self.processor.on_end, self.buffer.finish, idle=trace.idle,
