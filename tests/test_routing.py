@@ -252,3 +252,45 @@ def test_the_loop_stops_polling_only_with_nothing_waiting() -> None:
     engine._feed = real_feed
     assert not processor._routes
     assert len(_ids(finished(exp))) >= 2
+
+
+def test_a_rule_predicate_that_flushes_off_the_loop_does_not_stall_the_loop() -> None:
+    # A span is routed off the loop (here by a flush, while a scorer blocks the loop) and its
+    # rule's predicate flushes: the loop, free again, must not wait for the routing lock that
+    # flush's thread holds, or the inner flush waits for jobs only the loop can run.
+    blocking = threading.Event()
+    release = threading.Event()
+    inner: list[bool] = []
+
+    class Blocker(ProbeScorer):
+        async def arun(self, **kwargs: Any) -> Any:
+            if kwargs.get("input") == "block":
+                blocking.set()
+                release.wait(20)  # noqa: ASYNC251 - the scenario: the loop's thread is stuck
+            return await super().arun(**kwargs)
+
+    def on(span: Any) -> bool:
+        if "flusher" in span.name and not _loop.is_loop_thread() and not inner:
+            release.set()
+            inner.append(tracescore.force_flush(4000))
+        return True
+
+    _, exp = memory_configure(scoring=[tracescore.ScoringRule(scorer=Blocker(id="b"), on=on)],
+                              score_timeout=30)
+
+    @tracescore.agent
+    def answer(q: str) -> str:
+        return "x"
+
+    @tracescore.agent
+    def flusher(q: str) -> str:
+        return "y"
+
+    answer("block")
+    assert blocking.wait(5)
+    answer("a")
+    flusher("f")  # waits to be routed: the loop is blocked
+    spans = finished(exp, 10000)
+    assert inner == [True]  # every score came in: the loop ran while the predicate flushed
+    ids = _ids(spans)
+    assert len(ids) == len(set(ids)) == 3

@@ -246,11 +246,16 @@ class ScoringSpanProcessor(SpanProcessor):
         routes = self._routes
         routed = 0
         more = True
+        # The loop never waits for another router: that thread may be waiting for the loop
+        # (a rule's predicate that flushes), and it routes what waits anyway.
+        wait = not _loop.is_loop_thread()
         while more:
             # The lock is taken at least once: a span another thread took off the queue is
             # routed (held or exported) once this returns, so a flush does not overtake it.
             # A bounded batch per hold: a caller past the bound waits for one batch at most.
-            with self._routing:
+            if not self._routing.acquire(blocking=wait):
+                break
+            try:
                 for _ in range(256):
                     try:
                         span, record = routes.popleft()
@@ -268,6 +273,8 @@ class ScoringSpanProcessor(SpanProcessor):
                         held = False
                     if not held:
                         self._export(span)
+            finally:
+                self._routing.release()
         self._route_runs += 1
         return routed
 
