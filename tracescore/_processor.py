@@ -168,7 +168,7 @@ class ScoringSpanProcessor(SpanProcessor):
         self._route_runs_seen = -1
         self._engine = Engine(chain, concurrency=max_concurrency,
                               max_queue_size=max_queue_size, job_timeout=job_timeout,
-                              on_drain=self._arm_sweep, feed=self._route_waiting,
+                              on_drain=self._arm_sweep, feed=self._route_on_loop,
                               feed_waiting=self._routes.__len__)
         self._backstop.also = self._route_stalled
         _processors.add(self)
@@ -240,9 +240,17 @@ class ScoringSpanProcessor(SpanProcessor):
                            "unscored and the application is unaffected", span.name, exc_info=True)
         self._export(span)
 
-    def _route_waiting(self) -> int:
-        """Route every span waiting in ``_routes``, in end order, on this thread (the loop,
-        a flush, shutdown, the backstop, or a caller past the bound). Returns how many."""
+    def _route_on_loop(self) -> int:
+        """The engine's feed, at each drain of the loop: route the spans that waited when it
+        began, one batch at most. Spans that end meanwhile wait for the next drain, so under
+        sustained load the loop still runs the jobs it takes between routings (past the bound,
+        the threads that end spans route them). Returns how many."""
+        return self._route_waiting(min(len(self._routes), 256))
+
+    def _route_waiting(self, most: int | None = None) -> int:
+        """Route every span waiting in ``_routes`` (or the first ``most``), in end order, on
+        this thread (the loop, a flush, shutdown, the backstop, or a caller past the bound).
+        Returns how many."""
         routes = self._routes
         routed = 0
         more = True
@@ -257,6 +265,9 @@ class ScoringSpanProcessor(SpanProcessor):
                 break
             try:
                 for _ in range(256):
+                    if most is not None and routed >= most:
+                        more = False
+                        break
                     try:
                         span, record = routes.popleft()
                     except IndexError:
