@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 
 import tracescore
-from tracescore import _loop
 from tests.helpers import ProbeScorer, eval_events, finished, memory_configure, routed
+from tracescore import _loop
 
 
 @pytest.fixture(autouse=True)

@@ -169,7 +169,7 @@ class ScoringSpanProcessor(SpanProcessor):
         self._engine = Engine(chain, concurrency=max_concurrency,
                               max_queue_size=max_queue_size, job_timeout=job_timeout,
                               on_drain=self._arm_sweep, feed=self._route_on_loop,
-                              feed_waiting=self._routes.__len__)
+                              feed_waiting=lambda: bool(self._routes))
         self._backstop.also = self._route_stalled
         _processors.add(self)
 
