@@ -60,10 +60,11 @@ class Job:
 
 
 class Deferred:
-    """Jobs to be built on the loop thread, off the submitting thread: a subclass sets
-    ``rules`` and implements ``build`` (the span processor's holds all a waiting span needs
-    in one object, since every object a waiting span keeps is one more for the garbage
-    collector to walk).
+    """Jobs to be built on the loop thread, off the submitting thread, when a consumer takes
+    the first of them: a subclass sets ``rules`` and implements ``build`` (the span
+    processor's holds all a waiting span needs in one object, since every object a waiting
+    span keeps is one more for the garbage collector to walk; built jobs and requests would add
+    three per waiting span).
 
     Attributes:
         rules: the rules whose jobs ``build`` makes, one place each in the queue (they name
@@ -124,7 +125,7 @@ class Engine:
         self._polling = False
         self._closed = False
         # Loop-thread only.
-        self._ready: deque[Job] = deque()
+        self._ready: deque[Job | Deferred] = deque()
         self._consumers: set[asyncio.Task[None]] = set()
         self._running: dict[asyncio.Task[None], Job] = {}
         self._poll_delay = _POLL_INTERVAL
@@ -232,13 +233,9 @@ class Engine:
                 logger.warning("tracescore: a scoring hook failed", exc_info=True)
         added = 0
         for item in taken:
-            if isinstance(item, Deferred):
-                jobs = self._build(item)
-                self._ready.extend(jobs)
-                added += len(jobs)
-            else:
-                self._ready.append(item)
-                added += 1
+            # A Deferred waits as it is: its jobs are built when a consumer takes it.
+            self._ready.append(item)
+            added += len(item.rules) if isinstance(item, Deferred) else 1
         # A consumer runs jobs until none is ready, so each new job needs at most one more.
         for _ in range(min(self.concurrency - len(self._consumers), added)):
             self._consumers.add(loop.create_task(self._consume()))
@@ -261,7 +258,16 @@ class Engine:
         assert task is not None
         try:
             while self._ready:
-                job = self._ready.popleft()
+                item = self._ready.popleft()
+                if isinstance(item, Deferred):
+                    jobs = self._build(item)
+                    if not jobs:
+                        continue
+                    job = jobs[0]
+                    # The rest go first in line, in order: one span's jobs stay together.
+                    self._ready.extendleft(reversed(jobs[1:]))
+                else:
+                    job = item
                 self._running[task] = job
                 try:
                     await self._run(job)
@@ -362,7 +368,7 @@ class Engine:
         # The task calling this (a job whose scorer or writer shuts down) finishes its job:
         # it is neither cancelled nor counted as dropped.
         current = asyncio.current_task()
-        dropped = Counter(job.rule.scorer_id for job in self._ready)
+        dropped = Counter(i for item in self._ready for i in _scorer_ids(item))
         dropped.update(job.rule.scorer_id for task, job in self._running.items()
                        if task is not current)
         self._ready.clear()

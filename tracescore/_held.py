@@ -18,6 +18,7 @@ from typing import Any
 from opentelemetry.attributes import BoundedAttributes
 from opentelemetry.sdk.trace import Event, ReadableSpan
 from opentelemetry.sdk.util import BoundedList
+from opentelemetry.trace import SpanContext, TraceFlags
 
 from ._stats import Stats
 
@@ -299,9 +300,11 @@ def with_events(span: ReadableSpan, extra: Sequence[Event],
 
     The span's values were checked when the SDK recorded them, so the copy takes them as they
     are: plain containers, or the SDK's bounded ones only where a dropped count must be kept
-    (the constructor reads the counts from them). This runs on the application's thread for
-    every span held for scoring: the SDK's containers are read directly where the span has
-    them (its properties copy them through Python-level views)."""
+    (the constructor reads the counts from them). This runs for every span held for scoring:
+    the SDK's containers are read directly where the span has them (its properties copy them
+    through Python-level views), and the copy's span context shares one ``TraceFlags`` object
+    per value (the SDK makes one per span: one object fewer for the garbage collector to walk
+    per waiting span)."""
     attributes: Any = getattr(span, "_attributes", None)
     inner = getattr(attributes, "_dict", None)
     merged = inner.copy() if inner.__class__ is dict else dict(span.attributes or {})
@@ -318,7 +321,7 @@ def with_events(span: ReadableSpan, extra: Sequence[Event],
     links = _plain_list(getattr(span, "_links", None), span, "links", ())
     return ReadableSpan(
         name=span.name,
-        context=span.context,
+        context=_shared_flags(span.context),
         parent=span.parent,
         resource=span.resource,
         attributes=attributes,
@@ -330,6 +333,23 @@ def with_events(span: ReadableSpan, extra: Sequence[Event],
         end_time=span.end_time,
         instrumentation_scope=span.instrumentation_scope,
     )
+
+
+_FLAGS: dict[int, TraceFlags] = {}
+
+
+def _shared_flags(context: SpanContext | None) -> SpanContext | None:
+    """``context`` with a ``TraceFlags`` shared by every copy with the same flags."""
+    if context is None:
+        return None
+    flags = context.trace_flags
+    shared = _FLAGS.get(flags)
+    if shared is None:
+        shared = _FLAGS.setdefault(int(flags), TraceFlags(flags))
+    if shared is flags:
+        return context
+    return SpanContext(context.trace_id, context.span_id, context.is_remote, shared,
+                       context.trace_state)
 
 
 def _plain_list(own: Any, span: ReadableSpan, name: str, extra: tuple[Any, ...]) -> Any:

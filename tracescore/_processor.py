@@ -6,8 +6,11 @@ held (``_held``) and its ``ScoringRequest`` goes to the engine (``_engine``) as 
 the writers (``_writers``) put each outcome on the held span, on a carrier span, in metrics and
 log records. Every other span goes straight on to the export processor.
 
-``on_start``/``on_end`` never block and never raise; the work on the calling thread is a few
-dictionary look-ups, and for a picked span one frozen request and one hand-off.
+``on_start``/``on_end`` never block and never raise. On the calling thread a span no rule can
+pick costs a few look-ups on its way to export; a span a rule may pick is queued with its
+decorator's record and routed (read, selected, held, its jobs queued) on the loop, in end order.
+A flush, shutdown, the deadline backstop and a caller past the queue's bound route what waits
+on their own thread.
 """
 
 from __future__ import annotations
@@ -51,26 +54,34 @@ __all__ = ["ScoreEvent", "ScoringSpanProcessor", "Stats"]
 
 
 class _Pending(Deferred):
-    """A span waiting for its jobs to be built on the loop: everything the build needs in one
-    object (a backlog of waiting spans is what the garbage collector walks)."""
+    """A span waiting for its jobs, which are built when the loop starts the first of them:
+    everything the build needs in one object. A backlog of waiting spans is what the garbage
+    collector walks, so this is the only object a waiting span adds to its held copy: its rules
+    come as a tuple shared by every span the same rules picked, its content as plain fields."""
 
-    __slots__ = ("processor", "held", "reader", "kind", "scope", "content", "context",
-                 "on_error")
+    __slots__ = ("processor", "held", "reader", "kind", "scope", "read", "input", "output",
+                 "error", "missing", "context", "on_error")
 
     def __init__(self, processor: ScoringSpanProcessor, held: Held, reader: Reader,
                  kind: str | None, scope: str, content: Content | None,
                  context: tuple[tuple[Any, ...], tuple[Any, ...]],
-                 admitted: list[Selected]) -> None:
-        self.rules = [s.rule for s in admitted]
+                 picked: tuple[tuple[CompiledRule, ...], tuple[bool, ...]]) -> None:
+        self.rules, self.on_error = picked
         self.processor = processor
         self.held = held
         self.reader = reader
         self.kind = kind
         self.scope = scope
-        self.content = content
+        self.read = content is not None
+        if content is not None:
+            self.input, self.output, self.error, self.missing = content
         self.context = context
-        # A tuple of bools: the collector stops tracking it at its first pass.
-        self.on_error = tuple([s.on_error for s in admitted])
+
+    def content(self) -> Content | None:
+        """What the reader read when the span was routed, or None (read it at the build)."""
+        if not self.read:
+            return None
+        return Content(self.input, self.output, self.error, self.missing)
 
     def build(self) -> list[Job]:
         return self.processor._jobs(self)
@@ -166,6 +177,8 @@ class ScoringSpanProcessor(SpanProcessor):
         self._max_routes = max(1, int(max_queue_size)) if route_on_loop else 0
         self._route_runs = 0  # routings done; the backstop tells a stalled loop by it
         self._route_runs_seen = -1
+        self._picked_sets: dict[tuple[tuple[int, bool], ...],
+                                tuple[tuple[CompiledRule, ...], tuple[bool, ...]]] = {}
         self._engine = Engine(chain, concurrency=max_concurrency,
                               max_queue_size=max_queue_size, job_timeout=job_timeout,
                               on_drain=self._arm_sweep, feed=self._route_on_loop,
@@ -225,10 +238,9 @@ class ScoringSpanProcessor(SpanProcessor):
                 # kept: it goes straight to export (most spans, at a low sample rate).
                 routes = self._routes
                 routes.append((span, _handoff.record_of(ctx.trace_id, ctx.span_id)))
-                if len(routes) == 1:
-                    # The backstop routes what waits should the loop stall (the loop is
-                    # shared: another configuration's scorer may block it).
-                    self._backstop.ensure_started()
+                # The backstop routes what waits should the loop stall (the loop is shared:
+                # another configuration's scorer may block it). One attribute test once it runs.
+                self._backstop.ensure_started()
                 if len(routes) > self._max_routes or not (
                         self._engine.polling or self._engine.wake()) or self._closed:
                     # The loop is behind, cannot run, or shutdown raced this span: route
@@ -347,7 +359,9 @@ class ScoringSpanProcessor(SpanProcessor):
         # values); the request itself is built on the loop, off the application's thread.
         content = reader.read(span, kind) if reader.volatile else None
         if self._engine.submit(_Pending(self, held, reader, kind, scope, content, context,
-                                        admitted)):
+                                        self._picked(admitted))):
+            with self._lock:
+                self._stats.spans_scored += 1
             return True
         self._count_skips(admitted, "queue_full")
         # False: a flush or shutdown exported it meanwhile (the skip still happened).
@@ -357,11 +371,21 @@ class ScoringSpanProcessor(SpanProcessor):
         """On the loop thread: the span's request and one job per admitted rule."""
         span = pending.held.span
         request = self._request(span, pending.reader, pending.kind, pending.scope,
-                                span.attributes, pending.content, pending.context)
-        with self._lock:
-            self._stats.spans_scored += 1
+                                span.attributes, pending.content(), pending.context)
         return [Job(request, rule, on_error, span)
                 for rule, on_error in zip(pending.rules, pending.on_error, strict=True)]
+
+    def _picked(self, admitted: list[Selected]) -> tuple[tuple[CompiledRule, ...],
+                                                        tuple[bool, ...]]:
+        """The admitted rules and their on-error flags as tuples, the same objects for every
+        span the same rules picked (the rule sets seen are few: kept up to 256)."""
+        key = tuple([(id(s.rule), s.on_error) for s in admitted])
+        picked = self._picked_sets.get(key)
+        if picked is None:
+            picked = (tuple([s.rule for s in admitted]), tuple([s.on_error for s in admitted]))
+            if len(self._picked_sets) < 256:
+                self._picked_sets[key] = picked
+        return picked
 
     def _admit(self, selected: list[Selected]) -> list[Selected]:
         """Apply the held-span cap, each rule's rate limit and budget (they count at the

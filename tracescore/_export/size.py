@@ -105,6 +105,9 @@ def span_size(span: ReadableSpan) -> int:
     Returns:
         Bytes, never fewer than the protobuf encoder writes for it.
     """
+    attributes: Any
+    events: Any
+    links: Any
     if span.__class__ is ReadableSpan:
         # What the SDK hands to on_end: its fields read directly (each property is a Python
         # call, and ``attributes``/``events``/``links`` copy).
