@@ -222,9 +222,8 @@ class Engine:
                 self._polling = True
                 self._poll_delay = _POLL_INTERVAL
             poll = self._polling
-        if poll:
-            loop.call_later(self._poll_delay, self._drain)
         if not taken:
+            self._next_drain(loop, poll)
             return
         if self._on_drain is not None:
             try:
@@ -239,6 +238,18 @@ class Engine:
         # A consumer runs jobs until none is ready, so each new job needs at most one more.
         for _ in range(min(self.concurrency - len(self._consumers), added)):
             self._consumers.add(loop.create_task(self._consume()))
+        self._next_drain(loop, poll)
+
+    def _next_drain(self, loop: asyncio.AbstractEventLoop, poll: bool) -> None:
+        """Schedule the next poll: at once when the feed left items (it takes a batch at a
+        time) and no job waits to start, else a poll interval later (jobs first: under
+        sustained load the loop keeps running jobs between batches)."""
+        if not poll:
+            return
+        if not self._ready and self._feed_waiting is not None and self._feed_waiting():
+            loop.call_soon(self._drain)
+        else:
+            loop.call_later(self._poll_delay, self._drain)
 
     def _build(self, deferred: Deferred) -> list[Job]:
         """The jobs of ``deferred``; places it reserved and did not use are given back."""
