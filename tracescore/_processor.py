@@ -184,6 +184,10 @@ class ScoringSpanProcessor(SpanProcessor):
                               on_drain=self._arm_sweep, feed=self._route_on_loop,
                               feed_waiting=lambda: bool(self._routes))
         self._backstop.also = self._route_stalled
+        if not self._rules and self._export_reports and downstream is not None:
+            # Nothing to score: the export processor's own on_end takes every span (it never
+            # raises and counts what it accepts), without a hop through this one.
+            self.on_end = downstream.on_end  # type: ignore[method-assign]
         _processors.add(self)
 
     # -- counters ------------------------------------------------------------------------------
@@ -229,7 +233,7 @@ class ScoringSpanProcessor(SpanProcessor):
         costs a look-up and an append; never blocks (unless ``max_queue_size`` spans wait for
         a stalled loop: then this thread routes them), never raises."""
         try:
-            ctx = span.context
+            ctx = span._context if span.__class__ is ReadableSpan else span.context
             if ctx is not None and self._rules and not self._closed and (
                     self._buffer is not None or self.picks(ctx.trace_id) or (
                         self._score_errors and span.status.status_code is StatusCode.ERROR)):

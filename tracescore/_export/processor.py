@@ -34,6 +34,7 @@ from typing import Any
 
 from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
+from opentelemetry.trace import TraceFlags
 
 from .. import _suppress
 from .size import envelope_size, fit, span_size
@@ -50,6 +51,7 @@ SPAN_OVERHEAD = 1024
 _BACKOFF_FIRST = 1.0
 _BACKOFF_MAX = 16.0
 
+_SAMPLED = TraceFlags.SAMPLED
 QUEUE_FULL = "queue_full"
 EXPORT_FAILED = "export_failed"
 TOO_LARGE = "too_large"
@@ -158,8 +160,9 @@ class ExportProcessor(SpanProcessor):
 
     def on_end(self, span: ReadableSpan) -> None:
         try:
-            context = span.context
-            if context is not None and not context.trace_flags.sampled:
+            # The SDK's span read directly (a property is a Python call on every span).
+            context = span._context if span.__class__ is ReadableSpan else span.context
+            if context is not None and not context.trace_flags & _SAMPLED:
                 return
             encoded = span_size(span)
             size = encoded + SPAN_OVERHEAD
