@@ -4,7 +4,7 @@ A sampled span is held from its end until every one of its scores is attached or
 passes, whichever comes first. Every path out (the last score, the deadline sweep, a flush, a
 shutdown) goes through ``_release`` under one lock, which marks the span exported; whoever flips
 that mark exports the span, so no span goes out twice or not at all. There is no other place a
-held span can be: the calling thread registers it here before its jobs are queued.
+held span can be: the thread that routes it registers it here before its jobs are queued.
 """
 
 from __future__ import annotations
@@ -260,7 +260,8 @@ class DeadlineBackstop:
         self._stop.set()
 
     def after_fork_in_child(self) -> None:
-        """The parent's thread does not exist in a child: start afresh on the next hold."""
+        """The parent's thread does not exist in a child: start afresh with the next
+        ``ensure_started()`` (the next span queued for routing)."""
         self._stop = threading.Event()
         self._thread = None
         self._start_lock = threading.Lock()

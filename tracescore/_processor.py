@@ -49,6 +49,9 @@ _SWEEP_COALESCE = 0.05
 # The deadline of a shutdown that follows a flush which missed its own (a hung scorer or
 # backend): enough to hand over what is held, not another full wait on the same hang.
 _SHUTDOWN_AFTER_MISSED_FLUSH = 1.0
+# Spans routed per hold of the routing lock, and per drain of the loop: the loop gets back to
+# its jobs, and a thread waiting for the lock waits for one batch at most.
+_ROUTE_BATCH = 256
 
 __all__ = ["ScoreEvent", "ScoringSpanProcessor", "Stats"]
 
@@ -229,9 +232,11 @@ class ScoringSpanProcessor(SpanProcessor):
 
     def on_end(self, span: ReadableSpan) -> None:
         """Export ``span`` now when no rule can pick it; else queue it, with its decorator's
-        record, to be routed on the loop (``_route``). On the thread that ends the span this
-        costs a look-up and an append; never blocks (unless ``max_queue_size`` spans wait for
-        a stalled loop: then this thread routes them), never raises."""
+        record, to be routed on the loop (``_route_waiting``). On the thread that ends the span
+        this costs a look-up, an append and, when the loop is not polling, a wake-up. That
+        thread routes what waits itself when the loop cannot run, when more than
+        ``max_queue_size`` spans wait for a stalled loop, or always with ``route_on_loop=False``
+        (it may then wait for one batch another thread routes). Never raises."""
         try:
             ctx = span._context if span.__class__ is ReadableSpan else span.context
             if ctx is not None and self._rules and not self._closed and (
@@ -258,14 +263,15 @@ class ScoringSpanProcessor(SpanProcessor):
 
     def _route_on_loop(self) -> int:
         """The engine's feed, at each drain of the loop: route the spans that waited when it
-        began, one batch at most. Spans that end meanwhile wait for the next drain, so under
-        sustained load the loop still runs the jobs it takes between routings (past the bound,
-        the threads that end spans route them). Returns how many."""
-        return self._route_waiting(min(len(self._routes), 256))
+        began, one batch (``_ROUTE_BATCH``) at most. Spans that end meanwhile wait for the next
+        drain, so under sustained load the loop still runs the jobs it takes between routings
+        (past the bound, the threads that end spans route them). Returns how many."""
+        return self._route_waiting(min(len(self._routes), _ROUTE_BATCH))
 
     def _route_waiting(self, most: int | None = None) -> int:
         """Route every span waiting in ``_routes`` (or the first ``most``), in end order, on
         this thread (the loop, a flush, shutdown, the backstop, or a caller past the bound).
+        On the loop it routes nothing while another thread routes (it never waits for one).
         Returns how many."""
         routes = self._routes
         routed = 0
@@ -280,7 +286,7 @@ class ScoringSpanProcessor(SpanProcessor):
             if not self._routing.acquire(blocking=wait):
                 break
             try:
-                for _ in range(256):
+                for _ in range(_ROUTE_BATCH):
                     if most is not None and routed >= most:
                         more = False
                         break
@@ -315,14 +321,12 @@ class ScoringSpanProcessor(SpanProcessor):
 
     def _route(self, span: ReadableSpan) -> bool:
         """True when the span is held for scoring (and will be exported later). Runs where
-        ``_route_waiting`` runs, with the span's decorator record announced (``_handoff``)."""
+        ``_route_waiting`` runs, with the span's decorator record announced (``_handoff``), for
+        a span ``on_end`` queued: one a rule may pick (``on_end`` asked)."""
         ctx = span.context
-        if ctx is None or not self._rules or self._closed:
+        if ctx is None or self._closed:
             return False
         buffer = self._buffer
-        if buffer is None and not self.picks(ctx.trace_id) and not (
-                self._score_errors and span.status.status_code is StatusCode.ERROR):
-            return False
         failed = span.status.status_code is StatusCode.ERROR
         attrs = attributes_of(span)
         if attrs.get(sc.TRACESCORE_EVALUATION_CARRIER):
@@ -358,9 +362,8 @@ class ScoringSpanProcessor(SpanProcessor):
         if held is None:
             self._count_skips(admitted, "held_spans_full")
             return False
-        self._backstop.ensure_started()
-        # Only what is gone once end() returns is read on this thread (the decorators' full
-        # values); the request itself is built on the loop, off the application's thread.
+        # Only what is gone once the routing returns is read now (the decorators' full values,
+        # announced for it); the request itself is built when a consumer takes the job.
         content = reader.read(span, kind) if reader.volatile else None
         if self._engine.submit(_Pending(self, held, reader, kind, scope, content, context,
                                         self._picked(admitted))):
