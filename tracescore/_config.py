@@ -51,8 +51,8 @@ class _SwitchProcessor(SpanProcessor):
 
     def __init__(self) -> None:
         self._target: SpanProcessor | None = None
-        # The target's hooks, bound once (they run for every span); no on_start when the
-        # target says it does nothing there.
+        # The target's on_start, bound once (it runs for every span); None when the target
+        # says it does nothing there. Its on_end is bound by the ``target`` setter.
         self._on_start: Any = None
 
     @property

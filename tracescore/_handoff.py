@@ -74,9 +74,9 @@ def end_span(span: Any, record: CallRecord | None) -> None:
 
 
 def record_of(trace_id: int, span_id: int) -> CallRecord | None:
-    """The record of the decorated call whose span is ending now, or None (the span was not
-    made by a decorator, or ``on_end`` runs outside the ``end()`` call, as an asynchronous
-    span processor would run it)."""
+    """The record of the decorated call whose span is ending now (or is being routed, see
+    ``reading``), or None (the span was not made by a decorator, or ``on_end`` runs outside
+    the ``end()`` call, as an asynchronous span processor would run it)."""
     return _ending.get((trace_id, span_id))
 
 

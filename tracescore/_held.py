@@ -219,8 +219,8 @@ class DeadlineBackstop:
     that blocks the loop's thread (blocking work in ``async`` code) stops that sweep too; the
     spans would then wait for it to return, past any deadline. The backstop exports a span once
     its deadline is ``grace`` seconds behind, logs one warning per such stall (which lasts until
-    the loop sweeps again), and its late scores follow on carrier spans as usual. Started with
-    the first held span.
+    the loop sweeps again), and its late scores follow on carrier spans as usual. Started by
+    ``ensure_started()``, which the span processor calls for each span it queues for routing.
 
     Args:
         held: the spans it watches.
