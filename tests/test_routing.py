@@ -341,3 +341,29 @@ def test_a_loop_drain_routes_only_the_spans_that_waited_when_it_began() -> None:
     ids = _ids(finished(exp))
     assert len(ids) == len(set(ids)) == 6
     assert len(late_routed) == 5
+
+
+def test_a_span_ending_during_shutdowns_flush_counts_its_jobs_as_dropped() -> None:
+    # A span ends (and is queued) while shutdown flushes; shutdown closes the processor before
+    # routing it: it goes out unscored, once, and the job it would have had is counted as
+    # dropped, as shutdown counts the jobs it stops.
+    _, exp = memory_configure(scoring=[tracescore.ScoringRule(scorer=ProbeScorer(id="p"))])
+    processor = tracescore._config._current.processor
+
+    @tracescore.agent
+    def answer(q: str) -> str:
+        return "x"
+
+    flush = processor.force_flush
+
+    def flush_then_a_span_ends(timeout_millis: float = 30_000) -> bool:
+        done = flush(timeout_millis)
+        answer("during shutdown")  # queued: the processor is not closed yet
+        assert len(processor._routes) == 1
+        return done
+
+    processor.force_flush = flush_then_a_span_ends  # type: ignore[method-assign]
+    tracescore.shutdown(5000)
+    (span,) = exp.get_finished_spans()
+    assert eval_events(span) == []
+    assert processor.stats.jobs_dropped == 1

@@ -311,6 +311,23 @@ class ScoringSpanProcessor(SpanProcessor):
         self._route_runs += 1
         return routed
 
+    def _count_closed(self, span: ReadableSpan, trace_id: int, attrs: Any,
+                      failed: bool) -> None:
+        """A span queued before shutdown closed the processor and routed after it (it ended
+        during shutdown's flush) goes out unscored: the jobs it would have had are counted as
+        dropped, as shutdown counts the jobs it stops."""
+        try:
+            reader = reader_for(span)
+            selected = select(self._rules, trace_id=trace_id, kind=reader.kind(span),
+                              name=span.name, attributes=attrs, scope=scope_name(span),
+                              failed=failed, span=span)
+        except Exception:
+            logger.debug("tracescore could not count the jobs of a span ended during "
+                         "shutdown", exc_info=True)
+            return
+        if selected:
+            self._count_dropped(Counter(choice.rule.scorer_id for choice in selected))
+
     def _route_stalled(self) -> None:
         """The backstop's look: route the waiting spans when the loop has not routed since the
         last look (a scorer or ``on_score`` callback blocks its thread)."""
@@ -324,13 +341,16 @@ class ScoringSpanProcessor(SpanProcessor):
         ``_route_waiting`` runs, with the span's decorator record announced (``_handoff``), for
         a span ``on_end`` queued: one a rule may pick (``on_end`` asked)."""
         ctx = span.context
-        if ctx is None or self._closed:
+        if ctx is None:
             return False
-        buffer = self._buffer
         failed = span.status.status_code is StatusCode.ERROR
         attrs = attributes_of(span)
         if attrs.get(sc.TRACESCORE_EVALUATION_CARRIER):
             return False
+        if self._closed:
+            self._count_closed(span, ctx.trace_id, attrs, failed)
+            return False
+        buffer = self._buffer
         reader = reader_for(span)
         kind = reader.kind(span)
         if buffer is not None:
