@@ -235,7 +235,10 @@ def main(argv: list[str] | None = None) -> int:
     if not chromium:
         print("chromium is not installed: run scripts/backends.sh", file=sys.stderr)
         return 1
-    with tempfile.TemporaryDirectory(prefix="tracescore-screenshots-") as tmp:
+    # Chromium's helper processes may still write to its profile while the directory is
+    # removed: a leftover file there is no failure of the screenshots.
+    with tempfile.TemporaryDirectory(prefix="tracescore-screenshots-",
+                                     ignore_cleanup_errors=True) as tmp:
         workdir = Path(tmp)
         page = Page(chromium, workdir)
         try:
