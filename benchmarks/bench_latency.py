@@ -202,7 +202,7 @@ def main() -> int:
     parser.add_argument("--switch-interval-ms", type=float, default=None,
                         help="sys.setswitchinterval for this run (an experiment: default 5 ms)")
     parser.add_argument("--gc-freeze", action="store_true",
-                        help="gc.freeze() after the imports (an experiment: see the README)")
+                        help="gc.freeze() after the imports (experiment: docs/development.md)")
     parser.add_argument("--transport", choices=["direct", "litellm"], default="direct",
                         help="the judge's transport (issue 15); default direct")
     parser.add_argument("--out-of-process", action="store_true",

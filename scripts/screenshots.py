@@ -1,10 +1,10 @@
-"""Take the README's screenshots of a score in Arize Phoenix and in Jaeger, from a real run.
+"""Take the documentation's screenshots of a score in Arize Phoenix and in Jaeger, from a real run.
 
 Starts each backend on loopback (``tests/backends/servers.py``), feeds it the HaluEval demo,
 drives headless Chromium through the DevTools protocol (navigate, click a tab, check the page
 shows the score, capture), and writes ``docs/img/phoenix-score.png`` and
 ``docs/img/jaeger-score.png``. A page that does not show the score fails the script, so a
-screenshot in the README is always one of a score that was really there.
+screenshot in the docs is always one of a score that was really there.
 
 Usage (from the repository root, in the project's virtualenv with the ``backends`` extra,
 after ``scripts/backends.sh``)::

@@ -443,8 +443,8 @@ def run_pytest(directory: Path) -> subprocess.CompletedProcess[str]:
     )
 
 
-def test_readme_testing_snippet_runs_as_a_user_test_without_a_conftest(tmp_path: Path) -> None:
-    blocks = re.findall(r"```python\n(.*?)```", (ROOT / "README.md").read_text(), re.S)
+def test_the_testing_page_snippet_runs_as_a_user_test_without_a_conftest(tmp_path: Path) -> None:
+    blocks = re.findall(r"```python\n(.*?)```", (ROOT / "docs" / "testing.md").read_text(), re.S)
     (snippet,) = [b for b in blocks if "def test_" in b and "capscore" in b]
     (tmp_path / "test_readme_kit.py").write_text(snippet)
 

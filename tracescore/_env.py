@@ -267,7 +267,7 @@ def semconv_gen_ai_latest() -> bool:
     ``gen_ai_latest_experimental`` (any case, spaces ignored). Default False.
 
     With it, tracescore's spans carry the latest GenAI conventions only: the provider is no
-    longer also written under its older name ``gen_ai.system`` (README, "Decorators").
+    longer also written under its older name ``gen_ai.system`` (docs/decorators.md).
     """
     raw = _raw(OTEL_SEMCONV_STABILITY_OPT_IN) or ""
     return "gen_ai_latest_experimental" in {part.strip().lower() for part in raw.split(",")}

@@ -121,7 +121,8 @@ GEN_AI_RESPONSE_ID: Final = "gen_ai.response.id"
 # Scores as searchable attributes of the scored span (and of a late score's carrier span):
 # prefix + scorer id with every character outside [a-z0-9_] as "_", e.g.
 # tracescore.score.answer_relevancy (float), tracescore.label.answer_relevancy ("pass"/"fail"/
-# "not_scorable"), tracescore.score_error.answer_relevancy (error.type). See the README.
+# "not_scorable"), tracescore.score_error.answer_relevancy (error.type).
+# See docs/see-your-scores/index.md.
 TRACESCORE_SCORE_PREFIX: Final = "tracescore.score."
 TRACESCORE_LABEL_PREFIX: Final = "tracescore.label."
 TRACESCORE_SCORE_ERROR_PREFIX: Final = "tracescore.score_error."

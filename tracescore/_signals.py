@@ -7,7 +7,7 @@ disposition (and runs in the main thread, the only one ``signal.signal`` works i
 ``_on_sigterm``: flush within the deadline, then die of SIGTERM exactly as the default would
 (the parent sees ``-15``, a shell ``143``). A handler someone else installed, before or after
 ``configure()``, is never replaced; servers that install their own (gunicorn, uvicorn, Celery)
-flush through their shutdown hooks instead (see the README).
+flush through their shutdown hooks instead (see docs/stopping.md).
 
 The handler runs in the main thread between two bytecodes, possibly while that thread holds a
 lock of tracescore, of the SDK or of ``threading`` itself. So the flush runs on a helper thread
