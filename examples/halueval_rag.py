@@ -50,11 +50,16 @@ name, a missing key), after printing why.
 Where spans go: to OTLP when ``OTEL_EXPORTER_OTLP_ENDPOINT`` (or
 ``OTEL_EXPORTER_OTLP_TRACES_ENDPOINT``) is set, otherwise appended as OTLP/JSON lines to
 ``tracescore-traces.jsonl`` in the working directory (``TRACESCORE_EXPORT_FILE`` changes the
-path). To look at the traces and their scores in Arize Phoenix::
+path). To look at the traces and their scores in Arize Phoenix (its own virtualenv; started
+offline as docs/see-your-scores/phoenix.md shows)::
 
-    pip install arize-phoenix && phoenix serve          # in another shell; UI on :6006
+    pip install 'arize-phoenix>=20.26,<21' && phoenix serve   # in another shell; UI on :6006
     OTEL_EXPORTER_OTLP_ENDPOINT=http://127.0.0.1:6006 TRACESCORE_LOG_RECORDS=false \\
         TRACESCORE_PHOENIX_URL=http://127.0.0.1:6006 python examples/halueval_rag.py
+
+With ``--metrics-port 9464`` the score metrics are served for Prometheus on
+``http://127.0.0.1:9464/metrics``, and after the summary the script keeps serving them until
+Ctrl-C or SIGTERM (docs/see-your-scores/grafana.md).
 
 Phoenix files the traces under the project ``halueval-rag-demo``: Phoenix reads the project
 from the resource attribute ``openinference.project.name``, which tracescore sets from the service
@@ -496,6 +501,21 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         help="seconds per judge call (default 60)",
     )
     parser.add_argument(
+        "--metrics-port",
+        type=int,
+        default=None,
+        metavar="PORT",
+        help="serve the score metrics for Prometheus on http://HOST:PORT/metrics, and after the "
+        "summary keep serving them until Ctrl-C (or SIGTERM), so Prometheus gets to scrape them "
+        "(needs opentelemetry-exporter-prometheus, in the demo extra)",
+    )
+    parser.add_argument(
+        "--metrics-host",
+        default="127.0.0.1",
+        metavar="HOST",
+        help="address the metrics are served on (default 127.0.0.1; 0.0.0.0 for all)",
+    )
+    parser.add_argument(
         "--json",
         action="store_true",
         help="print the summary as JSON on stdout (notes go to stderr)",
@@ -503,6 +523,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     if args.limit is not None and args.limit < 1:
         parser.error("--limit takes a positive number")
+    if args.metrics_port is not None and not 0 <= args.metrics_port <= 65535:
+        parser.error("--metrics-port takes a port number, 0..65535 (0: any free port)")
     for name in ("sample_rate", "hallucination_rate", "threshold"):
         if not 0.0 <= getattr(args, name) <= 1.0:
             parser.error(f"--{name.replace('_', '-')} takes a number in 0..1")
@@ -564,6 +586,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     else:
         note(f"LLM scorers {', '.join(LLM_SCORERS)} SKIPPED: {SKIPPED_REASON}.")
 
+    meter_provider = None
+    if args.metrics_port is not None:
+        meter_provider, url = serve_metrics(args.metrics_host, args.metrics_port)
+        note(f"metrics for Prometheus: {url}")
+
     collector = ScoreCollector()
     instance = tracescore.configure(
         service_name=SERVICE_NAME,
@@ -571,6 +598,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         scoring=rules,
         on_score=collector,
         score_timeout=JUDGE_TIMEOUT if judge else None,
+        meter_provider=meter_provider,
     )
     note(f"exporting spans to: {instance.exporter_description}")
 
@@ -607,11 +635,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         "seconds": {"answering": round(answered - started, 3), "flush": round(done - answered, 3)},
     }
     if args.json:
-        print(json.dumps(summary, indent=2))
+        print(json.dumps(summary, indent=2), flush=True)
     else:
         print()
-        print(render(summary))
+        print(render(summary), flush=True)
+    if meter_provider is not None:
+        note("serving the metrics until Ctrl-C (or SIGTERM)")
+        wait_for_interrupt()
     tracescore.shutdown()
+    if meter_provider is not None:
+        meter_provider.shutdown()
     if not flushed:
         note("force_flush() did not finish in time: scores or spans may be missing.")
         return 1
@@ -619,6 +652,48 @@ def main(argv: Sequence[str] | None = None) -> int:
     for scorer_id, why in unjudged.items():
         note(f"FAILED: {scorer_id} scored no question: {why}")
     return 1 if unjudged else 0
+
+
+def serve_metrics(host: str, port: int) -> tuple[Any, str]:
+    """A MeterProvider whose metrics are served for Prometheus on ``host:port``.
+
+    Returns:
+        The provider (for ``tracescore.configure(meter_provider=...)``) and the URL to scrape.
+
+    Raises:
+        SystemExit: opentelemetry-exporter-prometheus is not installed, or the port is taken.
+    """
+    try:
+        from opentelemetry.exporter.prometheus import PrometheusMetricReader
+        from opentelemetry.sdk.metrics import MeterProvider
+        from prometheus_client import start_http_server
+    except ImportError:
+        sys.exit("halueval_rag.py: error: --metrics-port needs opentelemetry-exporter-prometheus "
+                 '(pip install -e ".[demo]")')
+    try:
+        server, _thread = start_http_server(port, addr=host)
+    except OSError as exc:
+        sys.exit(f"halueval_rag.py: error: cannot serve metrics on {host}:{port}: {exc}")
+    bound = server.server_address[1]
+    shown = f"[{host}]" if ":" in host else host
+    return MeterProvider(metric_readers=[PrometheusMetricReader()]), (
+        f"http://{shown}:{bound}/metrics"
+    )
+
+
+def wait_for_interrupt() -> None:
+    """Block until Ctrl-C (SIGINT) or SIGTERM."""
+    import signal
+
+    stop = threading.Event()
+    previous = signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    try:
+        while not stop.wait(3600):
+            pass
+    except KeyboardInterrupt:
+        pass
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def build_judge(model: str | None, args: argparse.Namespace) -> tracescore.Judge | None:

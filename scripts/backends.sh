@@ -27,12 +27,38 @@ mkdir -p "$CACHE/bin"
 export PIP_DISABLE_PIP_VERSION_CHECK=1
 
 step() {
-    # step NAME COMMAND...: run COMMAND, then print how long it took.
-    local name="$1" started="$EPOCHREALTIME"
-    shift
+    # step NAME COLD COMMAND...: say what starts (and how long it took cold here), run COMMAND,
+    # then print how long it took.
+    local name="$1" cold="$2" started="$EPOCHREALTIME"
+    shift 2
+    echo "== backends: $name: starting (cold on 2 busy cores: $cold; seconds when cached)"
     "$@"
     awk -v a="$started" -v b="$EPOCHREALTIME" -v n="$name" \
         'BEGIN { printf "== backends: %-28s %6.1f s\n", n, b - a }'
+}
+
+with_progress() {
+    # with_progress WHAT LOG COMMAND...: run COMMAND with its output in LOG, printing a line a
+    # minute (elapsed time, lines of LOG so far) so that a long silent build shows it is alive.
+    local what="$1" log="$2" started="$SECONDS" pid status
+    shift 2
+    "$@" >"$log" 2>&1 &
+    pid=$!
+    while ! wait_up_to 60 "$pid"; do
+        echo "   $what: $(((SECONDS - started) / 60)) min, $(wc -l <"$log") lines in $log"
+    done
+    wait "$pid" && status=0 || status=$?
+    return "$status"
+}
+
+wait_up_to() {
+    # wait_up_to SECONDS PID: true as soon as PID has exited, false after SECONDS.
+    local i
+    for ((i = 0; i < $1; i++)); do
+        kill -0 "$2" 2>/dev/null || return 0
+        sleep 1
+    done
+    ! kill -0 "$2" 2>/dev/null
 }
 
 debian_packages() {
@@ -58,8 +84,10 @@ jaeger() {
     local dir
     dir="$(go mod download -json "${JAEGER_MODULE%/cmd/jaeger}@$JAEGER_VERSION" \
         | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')"
-    if ! (cd "$dir" && GOFLAGS=-mod=readonly go build -trimpath -o "$CACHE/bin/jaeger" \
-        ./cmd/jaeger) >"$CACHE/jaeger-build.log" 2>&1; then
+    # -v names each package as it is compiled: the progress lines count them (~1,500 cold).
+    if ! with_progress "jaeger go build" "$CACHE/jaeger-build.log" \
+        bash -c 'cd "$1" && GOFLAGS=-mod=readonly go build -v -trimpath -o "$2" ./cmd/jaeger' \
+        _ "$dir" "$CACHE/bin/jaeger"; then
         tail -n 40 "$CACHE/jaeger-build.log"
         return 1
     fi
@@ -101,14 +129,16 @@ phoenix() {
     rm -rf "$venv"
     "$PYTHON" -m venv "$venv"
     "$venv/bin/python" -m pip install -q --upgrade pip
-    "$venv/bin/python" -m pip install -q "$PHOENIX_SPEC"
+    with_progress "phoenix pip install" "$CACHE/phoenix-install.log" \
+        "$venv/bin/python" -m pip install --progress-bar off "$PHOENIX_SPEC" \
+        || { tail -n 40 "$CACHE/phoenix-install.log"; return 1; }
     echo "$PHOENIX_SPEC" >"$stamp"
 }
 
 total="$EPOCHREALTIME"
-step "debian packages" debian_packages
-step "jaeger $JAEGER_VERSION" jaeger
-step "jaeger ui" jaeger_ui
-step "phoenix venv" phoenix
+step "debian packages" "~30 s" debian_packages
+step "jaeger $JAEGER_VERSION" "~29 min, measured at load 10-20" jaeger
+step "jaeger ui" "a few minutes, only with JAEGER_UI_SRC" jaeger_ui
+step "phoenix venv" "70-140 s" phoenix
 awk -v a="$total" -v b="$EPOCHREALTIME" 'BEGIN { printf "== backends: %-28s %6.1f s\n", "total", b - a }'
 echo "TRACESCORE_BACKENDS_DIR=$CACHE"

@@ -14,6 +14,7 @@ import re
 import runpy
 import subprocess
 import sys
+import urllib.request
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -386,6 +387,47 @@ def test_demo_exports_over_otlp(tmp_path: Path) -> None:
     retrievals = [s for s in spans if s.name == RETRIEVAL_SPAN]
     assert all(s.attributes["openinference.span.kind"] == "RETRIEVER" for s in retrievals)
     assert all(len(json.loads(s.attributes["gen_ai.retrieval.documents"])) == 3 for s in retrievals)
+
+
+def test_demo_serves_its_metrics_for_prometheus_until_stopped(tmp_path: Path) -> None:
+    # docs/see-your-scores/grafana.md: `--metrics-port` serves the score metrics and keeps
+    # serving them after the summary, until SIGTERM (or Ctrl-C), so Prometheus gets to scrape.
+    from prometheus_client.parser import text_string_to_metric_families
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("TRACESCORE_", "OTEL_"))}
+    env.update(LITELLM_OFFLINE_MODE="true", PYTHONPATH=str(REPO),
+               TRACESCORE_EXPORT_FILE=str(tmp_path / "t.jsonl"))
+    proc = subprocess.Popen(
+        [sys.executable, str(DEMO), "--limit", "10", "--metrics-port", "0"],
+        cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )
+    try:
+        assert proc.stdout is not None
+        printed = []
+        for line in proc.stdout:  # the process serves until stopped: read up to its last note
+            printed.append(line)
+            if "serving the metrics until Ctrl-C" in line:
+                break
+        text = "".join(printed)
+        assert "serving the metrics until Ctrl-C" in text, text
+        (url,) = re.findall(r"^metrics for Prometheus: (http://\S+)$", text, re.M)
+        with urllib.request.urlopen(url, timeout=30) as response:
+            exposition = response.read().decode()
+    finally:
+        proc.terminate()  # SIGTERM: the demo shuts tracescore down and exits 0
+        rest = proc.communicate(timeout=60)[0]
+    assert proc.returncode == 0, text + rest
+
+    counts: Counter[str] = Counter()
+    for family in text_string_to_metric_families(exposition):
+        for sample in family.samples:
+            if sample.name == "tracescore_evaluation_score_count":
+                counts[sample.labels["gen_ai_evaluation_score_label"]] += int(sample.value)
+    # 10 questions, answered right or hallucinated; the summary says how many passed.
+    scored = re.search(r"^content-similarity\s+\S+\s+\S+\s+(\d+)\s", text, re.M)
+    assert scored and int(scored.group(1)) == 10, text
+    assert sum(counts.values()) == 10 and set(counts) <= {"pass", "fail"}, counts
+    assert counts["fail"] > 0
 
 
 # -- the quickstart ----------------------------------------------------------------------------
