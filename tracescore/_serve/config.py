@@ -67,14 +67,51 @@ class Listen(_Model):
         return int(self.endpoint.rpartition(":")[2])
 
 
-class Receivers(_Model):
-    """Where OTLP comes in; None turns a protocol off. The HTTP receiver also answers
-    ``/healthz``, ``/readyz`` and ``/stats``."""
+# -- receivers at the network edge (issue 21: TLS, auth, limits) ------------------------------
+class Tls(_Model):
+    """TLS of both receivers (PEM files). With ``client_ca_file`` every client must present a
+    certificate that CA signed (mutual TLS)."""
 
-    grpc: Listen | None = Listen(endpoint="0.0.0.0:4317")
-    http: Listen | None = Listen(endpoint="0.0.0.0:4318")
+    cert_file: str
+    key_file: str
+    client_ca_file: str | None = None
+
+
+class Auth(_Model):
+    """Bearer-token authentication of both receivers, as the Collector's ``bearertokenauth``
+    extension sends it (``authorization: Bearer <token>``): give ``token`` (usually
+    ``"${TRACESCORE_SERVE_TOKEN}"``) or ``token_file`` (read at start, whitespace stripped)."""
+
+    token: str | None = None
+    token_file: str | None = None
+
+    def model_post_init(self, __context: Any) -> None:
+        if (self.token is None) == (self.token_file is None):
+            raise ValueError("give exactly one of token or token_file")
+        if self.token is not None and not self.token.strip():
+            raise ValueError("token is empty (an unset environment variable?)")
+
+
+class Receivers(_Model):
+    """Where OTLP comes in; None turns a protocol off. Loopback unless an address is given.
+
+    ``admin`` (``/healthz``, ``/readyz``, ``/stats``, ``/metrics``) gets a port of its own,
+    without TLS or auth, for probes and scrapers; without it those paths are answered on the
+    HTTP receiver, behind its TLS and auth. ``max_request_bytes`` bounds a request both as
+    received and decompressed.
+    """
+
+    grpc: Listen | None = Listen(endpoint="127.0.0.1:4317")
+    http: Listen | None = Listen(endpoint="127.0.0.1:4318")
+    admin: Listen | None = None
+    tls: Tls | None = None
+    auth: Auth | None = None
     max_request_bytes: int = Field(default=16 * MIB, gt=0)
     grpc_workers: int = Field(default=8, gt=0)
+    header_timeout: float = Field(default=10.0, gt=0)
+    body_timeout: float = Field(default=30.0, gt=0)
+    idle_timeout: float = Field(default=60.0, gt=0)
+    backlog: int = Field(default=1024, gt=0)
 
 
 class Downstream(_Model):
@@ -152,9 +189,11 @@ class Trace(_Model):
     """Trace completeness (``settle.TraceSettler``): a scored span whose scorer needs the
     trace's documents or tool calls waits until its trace is complete."""
 
-    idle: float = Field(default=2.0, gt=0)
-    settle_after_root: float = Field(default=0.5, ge=0)
-    max_wait: float = Field(default=10.0, gt=0)
+    # Above the shipped Collector's longest retry gap (max_interval 2 s, +50 % jitter: 3 s) and
+    # a sender's export interval: docs/serve.md, "Completeness and the Collector's retries".
+    idle: float = Field(default=6.0, gt=0)
+    settle_after_root: float = Field(default=4.0, ge=0)
+    max_wait: float = Field(default=30.0, gt=0)
     max_bytes: int = Field(default=64 * MIB, gt=0)
     max_bytes_per_trace: int = Field(default=4 * MIB, gt=0)
     max_traces: int = Field(default=100_000, gt=0)
@@ -201,9 +240,16 @@ class Limits(_Model):
 
 
 class ServeConfig(_Model):
-    """The whole file."""
+    """The whole file.
+
+    ``mode``: ``hold`` keeps a scored span until its scores are attached (one span, scores on
+    it; a crash loses what is held); ``forward_first`` forwards every span at once and answers
+    a request only once its spans were handed downstream, the scores following on carrier
+    spans and log records (a crash loses at most the scores in flight).
+    """
 
     service_name: str = "tracescore-serve"
+    mode: Literal["hold", "forward_first"] = "hold"
     downstream: Downstream
     receivers: Receivers = Receivers()
     judge: Judge | None = None
