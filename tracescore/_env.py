@@ -42,6 +42,7 @@ TRACESCORE_MAX_SCORING_LENGTH = "TRACESCORE_MAX_SCORING_LENGTH"
 TRACESCORE_MAX_SCORING_DOCUMENTS = "TRACESCORE_MAX_SCORING_DOCUMENTS"
 TRACESCORE_MAX_SCORING_DOCUMENT_LENGTH = "TRACESCORE_MAX_SCORING_DOCUMENT_LENGTH"
 TRACESCORE_JUDGE_MAX_REPLY_LENGTH = "TRACESCORE_JUDGE_MAX_REPLY_LENGTH"
+TRACESCORE_JUDGE_MAX_CONCURRENCY = "TRACESCORE_JUDGE_MAX_CONCURRENCY"
 OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT = (
     "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
 )
@@ -366,6 +367,19 @@ def judge_max_reply_length() -> int:
     longer reply is invalid output. Default 65536."""
     return int(read_positive(TRACESCORE_JUDGE_MAX_REPLY_LENGTH, DEFAULT_JUDGE_MAX_REPLY_LENGTH,
                              integer=True))
+
+
+def judge_max_concurrency() -> int | None:
+    """``TRACESCORE_JUDGE_MAX_CONCURRENCY``: calls in flight per judge: an int >= 1, ``0`` for
+    no limit of the judge's own, or ``auto``. Default None (automatic: see
+    ``tracescore._judge.limit``)."""
+    raw = _raw(TRACESCORE_JUDGE_MAX_CONCURRENCY)
+    if not raw or raw.lower() == "auto":
+        return None
+    if raw.isdigit():
+        return int(raw)
+    _warn(TRACESCORE_JUDGE_MAX_CONCURRENCY, raw, "an integer >= 0 or auto", "auto")
+    return None
 
 
 def export_file() -> str:

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from . import _semconv as sc
+from . import _waits
 from ._errors import ScoringError
 from ._fingerprint import evaluator_version
 from ._input_caps import cap_kwargs
@@ -23,6 +24,7 @@ from ._redact import redact_text
 from ._request import ScoreOutcome, ScoringRequest
 from ._rules import CompiledRule
 from ._serialize import truncate, utf8_safe
+from ._waits import JobWaits
 
 logger = logging.getLogger("tracescore")
 
@@ -124,11 +126,12 @@ def scorer_kwargs(request: ScoringRequest, scorer: Any) -> dict[str, Any]:
 
 async def _run_bounded(scorer_id: str, scorer: Any, kwargs: dict[str, Any],
                        job_timeout: float | None) -> ScorerOutcome:
+    waits = JobWaits()
     try:
         if job_timeout is None:
             return await run_scorer(scorer, kwargs)
         ran: ScorerOutcome = await _with_timeout(_contained(scorer_id, scorer, kwargs),
-                                                 job_timeout)
+                                                 job_timeout, waits)
         return ran
     except asyncio.TimeoutError:
         if _cancelled():
@@ -136,7 +139,9 @@ async def _run_bounded(scorer_id: str, scorer: Any, kwargs: dict[str, Any],
         return ScorerOutcome(
             None, None,
             f"the scorer ran longer than the job timeout ({job_timeout:g} s) and was "
-            "cancelled", "timeout",
+            f"cancelled: {waits.describe()}; raise configure(job_timeout=...) "
+            "(TRACESCORE_JOB_TIMEOUT) for a scorer this slow, or Judge(timeout=...) when one "
+            "judge call takes that long", "timeout",
         )
     except BaseException as exc:  # noqa: BLE001 - on the loop nothing may escape
         if _cancelled():
@@ -175,13 +180,29 @@ def _failed(scorer_id: str, exc: BaseException) -> ScorerOutcome:
     return ScorerOutcome(None, None, f"{type(exc).__name__}: {text}", "scorer_error")
 
 
-async def _with_timeout(coro: Any, seconds: float) -> Any:
+async def _with_timeout(coro: Any, seconds: float, waits: JobWaits | None = None) -> Any:
     """Run ``coro`` in its own task and return its result; after ``seconds``, cancel the task
     and raise ``asyncio.TimeoutError`` without waiting for it, so a scorer that ignores
-    cancellation still gives its place back. Cancelling the caller cancels the task too."""
-    task = asyncio.ensure_future(coro)
+    cancellation still gives its place back. Cancelling the caller cancels the task too.
+
+    Time the task spends waiting in a judge's queue (recorded in ``waits``, which the task
+    sees as ``_waits.current``) does not count: the deadline moves on by that much."""
+    token = _waits.current.set(waits)
     try:
-        done, _ = await asyncio.wait({task}, timeout=seconds)
+        task = asyncio.ensure_future(coro)
+    finally:
+        _waits.current.reset(token)
+    started = time.monotonic()
+    deadline = started + seconds
+    try:
+        while True:
+            done, _ = await asyncio.wait({task}, timeout=max(0.0, deadline - time.monotonic()))
+            if task in done or waits is None:
+                break
+            moved = started + seconds + waits.queued_seconds()
+            if moved <= time.monotonic():
+                break
+            deadline = moved
     except asyncio.CancelledError:
         task.cancel()
         raise

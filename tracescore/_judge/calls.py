@@ -20,14 +20,14 @@ import time
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from tracescore import _env
+from tracescore import _env, _waits
 from tracescore._errors import InvalidJudgeOutputError
 from tracescore._redact import redact_text
 
-from . import metrics, output
-from .failures import ResponseFormatRejected, is_retryable, map_error
+from . import limit, metrics, output
+from .failures import ResponseFormatRejected, connection_refused, is_retryable, map_error
 from .reply import JudgeReply, SchemaT
-from .scrub import Scrubber
+from .scrub import Scrubber, redact_url
 from .transport import Route, prepare, start_call
 
 if TYPE_CHECKING:
@@ -58,6 +58,8 @@ class Caller:
             ``TRACESCORE_JUDGE_MAX_REPLY_LENGTH``, else 65536.
         response_format: ``"auto"`` or the structured-output mode fixed up front
             (``output.ModeFallback``).
+        max_concurrency: the judge's own limit on calls in flight: None for automatic, 0 for
+            none, else the limit (``limit.CallLimit``).
     """
 
     def __init__(
@@ -72,6 +74,7 @@ class Caller:
         max_reply_length: int | None = None,
         response_format: str = "auto",
         transport: str = "auto",
+        max_concurrency: int | None = None,
     ) -> None:
         self.model = model
         self.max_reply_length = (
@@ -85,6 +88,13 @@ class Caller:
         self.scrub = Scrubber(self._kwargs)
         self._modes = output.ModeFallback(response_format, model)
         self.route = Route(model, self._kwargs, transport)
+        api_base = limit.api_base_of(model, self._kwargs)
+        self.endpoint = redact_url(api_base) if api_base else None
+        key = self._kwargs.get("api_key")
+        self.limit = limit.CallLimit(
+            model, api_base, max_concurrency,
+            {"Authorization": f"Bearer {key}"} if isinstance(key, str) and key else None)
+        self._refused = False
 
     async def complete(
         self,
@@ -148,27 +158,46 @@ class Caller:
         schema_text: str,
         name: str,
     ) -> Any:
-        mode = self._modes.current
-        while True:
-            try:
-                response = await self._call_with_retries(
-                    output.system_prompt(system, mode, name, schema_text),
-                    messages,
-                    output.response_format(mode, schema, name),
-                )
-            except ResponseFormatRejected as exc:
-                next_mode = self._modes.fall_back(mode)
-                if next_mode is None:
-                    raise self._modes.exhausted(
-                        self.model, mode, self.scrub(str(exc))
-                    ) from exc.__cause__
-                logger.debug("tracescore judge %r: %s rejected, trying %s: %s", self.model,
-                             output.describe_mode(mode), output.describe_mode(next_mode),
-                             self.scrub(str(exc))[:300])
-                mode = next_mode
-                continue
-            self._modes.settled(mode)
-            return response
+        # While the judge has not learnt the response format, one call probes and the others
+        # wait in begin() for its answer (output.ModeFallback).
+        ticket = await self._modes.begin()
+        mode = ticket.mode
+        refused: list[tuple[output.ResponseMode, bool, str]] = []
+        try:
+            while True:
+                try:
+                    response = await self._call_with_retries(
+                        output.system_prompt(system, mode, name, schema_text),
+                        messages,
+                        output.response_format(mode, schema, name),
+                    )
+                except ResponseFormatRejected as exc:
+                    if ticket.reprobe and mode == ticket.mode:
+                        # Asked again after a fallback and still refused: this call goes on
+                        # in the mode the judge uses.
+                        self._modes.still_refused(mode)
+                        mode = self._modes.current
+                        continue
+                    next_mode = self._modes.next_mode(mode)
+                    if next_mode is None:
+                        raise self._modes.exhausted(
+                            self.model, mode, self.scrub(str(exc))
+                        ) from exc.__cause__
+                    logger.debug("tracescore judge %r: %s refused (%s), trying %s: %s",
+                                 self.model, output.describe_mode(mode), exc.why,
+                                 output.describe_mode(next_mode), self.scrub(str(exc))[:300])
+                    # A 5xx naming the format counts only once the same call without it is
+                    # answered: until then the judge's mode does not change.
+                    refused.append((mode, exc.final, exc.why))
+                    mode = next_mode
+                    continue
+                if ticket.reprobe and mode == ticket.mode:
+                    self._modes.restored(mode)
+                else:
+                    self._modes.answered(mode, refused)
+                return response
+        finally:
+            self._modes.end(ticket)
 
     async def _call_with_retries(
         self,
@@ -202,31 +231,54 @@ class Caller:
             ),
             reraise=True,
         )
+        waits = _waits.current.get()
+        queued = 0.0
         try:
             async for attempt in retrying:
                 with attempt:
-                    call = await start_call(kwargs, self.out_of_process, self.route)
-                    started = time.perf_counter()
+                    # Each attempt takes a place among the judge's calls in flight (the backoff
+                    # between attempts does not hold one); the wait for it is not timed.
+                    queue_started = time.monotonic()
+                    await self.limit.acquire()
+                    queued = time.monotonic() - queue_started
                     try:
-                        response = await asyncio.wait_for(
-                            call, timeout=self.timeout + _TIMEOUT_GRACE
-                        )
-                    except Exception as exc:
-                        metrics.record_call(self.model, time.perf_counter() - started, None, exc,
-                                            self.route.name)
-                        raise
+                        call = await start_call(kwargs, self.out_of_process, self.route)
+                        started = time.perf_counter()
+                        if waits is not None:
+                            waits.server_started(f"judge {self.model!r}")
+                        try:
+                            response = await asyncio.wait_for(
+                                call, timeout=self.timeout + _TIMEOUT_GRACE
+                            )
+                        except Exception as exc:
+                            metrics.record_call(self.model, time.perf_counter() - started, None,
+                                                exc, self.route.name)
+                            raise
+                    finally:
+                        self.limit.release()
+                        if waits is not None:
+                            waits.server_ended()
                     metrics.record_call(self.model, time.perf_counter() - started, response, None,
                                         self.route.name)
+                    self._refused = False
                     return response
         except Exception as exc:  # noqa: BLE001 - every failure is mapped to a JudgeError
-            raise map_error(
+            mapped = map_error(
                 exc,
                 model=self.model,
                 timeout=self.timeout,
                 max_retries=self.max_retries,
                 scrub=self.scrub,
                 sent_response_format=response_format is not None,
-            ) from exc
+                endpoint=self.endpoint,
+                queued=queued,
+            )
+            if connection_refused(exc) and not self._refused:
+                self._refused = True
+                logger.warning("tracescore judge %r: connection refused at %s: its calls fail "
+                               "at once (not retried) until the server answers; the scored "
+                               "code is unaffected", self.model, self.endpoint or "its api_base")
+            raise mapped from exc
         raise AssertionError("unreachable")  # pragma: no cover
 
     def _backoff(self, retry_state: Any) -> float:

@@ -226,6 +226,14 @@ class DirectClient:
         except (asyncio.TimeoutError, TimeoutError):
             raise DirectError(f"Timeout: no answer within {timeout:g} s", "timeout", False,
                               None) from None
+        except aiohttp.ClientConnectorError as exc:
+            # Said plainly: aiohttp's own text names a TLS context ("ssl:default") even for
+            # plain HTTP, and "Connect call failed" for a refused connection.
+            os_error = exc.os_error
+            what = ("Connection refused" if isinstance(os_error, ConnectionRefusedError)
+                    else (os_error.strerror or type(os_error).__name__))
+            raise DirectError(f"APIConnectionError: cannot connect to {exc.host}:{exc.port}: "
+                              f"{what}", "unavailable", False, None) from None
         except aiohttp.ClientError as exc:
             raise DirectError(f"APIConnectionError: {type(exc).__name__}: {exc}", "unavailable",
                               False, None) from None

@@ -54,7 +54,18 @@ class RemoteJudgeError(Exception):
 
 
 class ResponseFormatRejected(Exception):
-    """The provider refused the ``response_format``: the caller falls back to the next mode."""
+    """The provider refused the ``response_format``: the caller falls back to the next mode.
+
+    Attributes:
+        final: the refusal was HTTP 400/422 (a validator's answer); a 5xx naming the format is
+            not final until the same call without the format is answered.
+        why: the status, for the log (``HTTP 500 naming the response format``).
+    """
+
+    def __init__(self, message: str, final: bool = True, why: str = "") -> None:
+        super().__init__(message)
+        self.final = final
+        self.why = why
 
 
 def status_code(exc: BaseException) -> int | None:
@@ -110,11 +121,45 @@ def _kind_of_status(status: int | None) -> str:
 
 def is_retryable(exc: BaseException, sent_response_format: bool = False) -> bool:
     """Whether another attempt may succeed: rate limits and unavailability, but never a
-    server's refusal of the ``response_format`` (when one was sent), which is deterministic
-    even when it comes as a 5xx."""
+    server's refusal of the ``response_format`` (when one was sent: the caller tries the next
+    mode instead), nor a refused connection (nothing listens there: retrying only delays the
+    error)."""
     if sent_response_format and rejects_response_format(exc):
         return False
+    if connection_refused(exc):
+        return False
     return classify(exc) in ("rate_limited", "unavailable")
+
+
+_REFUSED_WORDS = ("connection refused", "connect call failed", "actively refused")
+
+
+def connection_refused(exc: BaseException) -> bool:
+    """Whether ``exc`` (or what caused it) is a refused TCP connection: nothing listens at the
+    judge's address. Reads the exception chain, so litellm's ``APIConnectionError`` around
+    httpx's or aiohttp's error is recognised as well as the direct transport's.
+
+    Example:
+        >>> connection_refused(ConnectionRefusedError(111, "Connection refused"))
+        True
+    """
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, ConnectionRefusedError):
+            return True
+        os_error = getattr(current, "os_error", None)  # aiohttp's ClientConnectorError
+        if isinstance(os_error, ConnectionRefusedError):
+            return True
+        try:
+            text = str(current).lower()
+        except Exception:  # noqa: BLE001 - an exception that cannot say what it is
+            text = ""
+        if any(word in text for word in _REFUSED_WORDS):
+            return True
+        current = current.__cause__ or current.__context__
+    return False
 
 
 # Words that tie an error message to the structured-output request. A 5xx must name the
@@ -192,6 +237,8 @@ def map_error(
     max_retries: int,
     scrub: Callable[[str], str],
     sent_response_format: bool,
+    endpoint: str | None = None,
+    queued: float = 0.0,
 ) -> Exception:
     """The exception a failed call raises, its message free of secrets.
 
@@ -204,6 +251,8 @@ def map_error(
         sent_response_format: the request had a ``response_format``, so a refusal of it
             (``rejects_response_format``: 400, 422 or 5xx naming it) means "fall back", not
             "fail" nor "retry".
+        endpoint: the judge's base URL with any credentials removed, for the message.
+        queued: seconds the last attempt waited in tracescore's queue before it was sent.
 
     Returns:
         A ``JudgeError`` subclass, or ``ResponseFormatRejected`` (its ``__cause__`` is ``exc``).
@@ -213,11 +262,31 @@ def map_error(
     where = f"judge {model!r}"
     if sent_response_format and rejects_response_format(exc):
         # Before the kinds: a 5xx refusing the format is a fallback, not an outage.
-        rejected = ResponseFormatRejected(detail)
+        status = status_code(exc)
+        final = status is None or status < 500
+        rejected = ResponseFormatRejected(
+            detail, final,
+            f"HTTP {status or 400}" + ("" if final else " naming the response format"))
         rejected.__cause__ = exc
         return rejected
+    if endpoint and endpoint.lower().startswith("http://"):
+        # aiohttp names the default TLS context in every connection error, plain HTTP or not.
+        detail = detail.replace(" ssl:default", "").replace(" ssl:None", "")
+    if connection_refused(exc):
+        at = f" at {endpoint}" if endpoint else ""
+        return JudgeUnavailableError(
+            f"{where}: connection refused{at}: nothing is listening there; is the judge's "
+            "server running, and is the api_base right? (not retried)"
+        )
     if kind == "timeout":
-        return JudgeTimeoutError(f"{where} did not answer within {timeout:g} s: {detail}")
+        sent = (f" It was sent after {queued:.0f} s in tracescore's queue, which does not "
+                "count." if queued >= 1 else "")
+        return JudgeTimeoutError(
+            f"{where} did not answer within {timeout:g} s while the server worked on the call"
+            f".{sent} Raise Judge(timeout=...) (the demo and CLI: --judge-timeout) for a slow "
+            "model, or lower Judge(max_concurrency=...) when the server runs fewer calls at "
+            f"once than tracescore sends: {detail}"
+        )
     if kind == "rate_limited":
         return JudgeRateLimitedError(
             f"{where} was rate limited (HTTP 429) after {max_retries} retries: {detail}"

@@ -16,11 +16,15 @@ from tracescore._suppress import suppressed
 
 from .cache import JudgeCacheInfo, RequestCache
 from .calls import Caller
+from .limit import api_base_of, check_max_concurrency, is_local
 from .output import check_response_format, check_schema_name, parse, schema_json
 from .reply import JudgeReply, SchemaT
 from .scrub import redact_url, short_repr
 
 DEFAULT_TIMEOUT = 60.0
+# A model on one's own machine (often a CPU) takes tens of seconds a call, a 1.5B one up to
+# 150 s on two loaded cores; waiting for a place in tracescore's queue is not counted.
+DEFAULT_LOCAL_TIMEOUT = 300.0
 DEFAULT_MAX_RETRIES = 3
 DEFAULT_RETRY_BACKOFF = 1.0
 DEFAULT_CACHE_SIZE = 1024
@@ -51,7 +55,10 @@ class Judge:
 
     Args:
         model: a litellm model string, e.g. ``"openai/gpt-4o-mini"``.
-        timeout: seconds per attempt. Default 60.
+        timeout: seconds per attempt, counted from when the call is sent (waiting for a
+            place among the judge's calls in flight is not counted). Default 60, or 300 for a
+            local server (``api_base`` on a loopback or private address, see
+            ``max_concurrency``).
         max_retries: retries after the first attempt for 429/5xx/connection errors. Default 3.
         retry_backoff: base of the exponential backoff in seconds (1, 2, 4, ... plus up to the
             same amount of random jitter, capped at 20 s). Default 1.
@@ -78,6 +85,15 @@ class Judge:
             ``lm_studio/...`` and ``llamafile/...`` models whose arguments it understands,
             litellm for the rest (``tracescore._judge.transport``; Azure is direct only when
             asked for). Default ``TRACESCORE_JUDGE_TRANSPORT``, else ``"auto"``.
+        max_concurrency: this judge's own limit on calls in flight; the others wait in
+            tracescore's queue (first come, first served), where waiting counts neither against
+            ``timeout`` nor against ``configure(job_timeout=...)``. ``None`` (automatic): no
+            limit for a hosted API (``configure(max_concurrency=...)`` bounds the scoring jobs);
+            for a local server (``api_base`` on a loopback or private address, ``localhost``,
+            ``*.local``, ``host.docker.internal``, or an ``ollama/`` model), the slot count it
+            reports (llama.cpp's ``llama-server``: ``GET /props``), no limit for vLLM, else 1.
+            ``0``: no limit of the judge's own. Default ``TRACESCORE_JUDGE_MAX_CONCURRENCY``
+            (an int >= 0), else automatic.
         **litellm_kwargs: passed to ``litellm.acompletion`` as they are (``api_base``,
             ``api_key``, ``extra_headers``, ``temperature`` to override 0, ...). Values of secret
             arguments (keys, tokens, headers) never appear in reprs or in tracescore's error
@@ -98,13 +114,14 @@ class Judge:
         self,
         model: str,
         *,
-        timeout: float = DEFAULT_TIMEOUT,
+        timeout: float | None = None,
         max_retries: int = DEFAULT_MAX_RETRIES,
         retry_backoff: float = DEFAULT_RETRY_BACKOFF,
         cache_size: int = DEFAULT_CACHE_SIZE,
         out_of_process: bool | None = None,
         response_format: str = "auto",
         transport: str | None = None,
+        max_concurrency: int | None = None,
         **litellm_kwargs: Any,
     ) -> None:
         if not isinstance(model, str) or not model.strip():
@@ -112,6 +129,12 @@ class Judge:
                 "Judge model must be a non-empty litellm model string such as "
                 f"'openai/gpt-4o-mini', got {type(model).__name__} {short_repr(model)}"
             )
+        max_concurrency = check_max_concurrency(max_concurrency)
+        if max_concurrency is None:
+            max_concurrency = _env.judge_max_concurrency()
+        local = is_local(api_base_of(model.strip(), litellm_kwargs))
+        if timeout is None:
+            timeout = DEFAULT_LOCAL_TIMEOUT if local else DEFAULT_TIMEOUT
         if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0:
             raise ConfigurationError(
                 f"Judge timeout must be a number of seconds > 0, got {timeout!r}"
@@ -151,6 +174,7 @@ class Judge:
             out_of_process=out_of_process,
             response_format=response_format,
             transport=_env.judge_transport() if transport is None else transport,
+            max_concurrency=max_concurrency,
         )
         self._cache = RequestCache(self.model, self._kwargs, cache_size) if cache_size else None
 
@@ -172,6 +196,13 @@ class Judge:
     def timeout(self) -> float:
         """Seconds allowed per attempt."""
         return self._caller.timeout
+
+    @property
+    def max_concurrency(self) -> int | None:
+        """This judge's limit on calls in flight: an int, or None for no limit of its own.
+        An automatic limit is known after the first call (before it, None for a local
+        server that has not been asked yet)."""
+        return self._caller.limit.limit
 
     @property
     def max_retries(self) -> int:

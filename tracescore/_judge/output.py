@@ -34,14 +34,18 @@ a ``<problem>`` element) and the schema.
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import functools
 import json
 import logging
 import threading
+import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
+from tracescore import _waits
 from tracescore._cpu import run_cpu
 from tracescore._errors import ConfigurationError, JudgeError
 
@@ -70,6 +74,11 @@ _FIXED_MODES: dict[str, tuple[ResponseMode, ...]] = {
     "none": ("none",),
 }
 
+# Seconds after a fallback learnt from a 5xx before the refused mode is asked again, and the
+# longest such wait (it doubles while the mode is still refused).
+REPROBE_AFTER = 300.0
+REPROBE_MAX = 3600.0
+
 # How much of a rejected answer is echoed back in the repair prompt.
 MAX_ECHO_CHARS = 4000
 
@@ -78,19 +87,44 @@ class InvalidOutput(Exception):
     """The answer did not fit the schema (becomes ``InvalidJudgeOutputError`` at the end)."""
 
 
+@dataclass
+class Ticket:
+    """One call's place in the structured-output learning (``ModeFallback.begin``).
+
+    Attributes:
+        mode: the mode the call starts with.
+        gate: held while this call learns the format for the judge (released by ``end``).
+        reprobe: this call asks again for a mode given up after a 5xx (``mode`` is it).
+    """
+
+    mode: ResponseMode
+    gate: asyncio.Lock | None = None
+    reprobe: bool = False
+
+
 class ModeFallback:
-    """The structured-output mode a judge uses now; it only ever falls back, never returns.
+    """The structured-output mode a judge uses, learnt once per judge.
+
+    The first call of a judge in ``"auto"`` mode probes: it starts at ``json_schema`` and steps
+    down as the server refuses; the judge's other calls wait for its answer (``begin``) instead
+    of each making the same refused request. A refusal is a real one when it is HTTP 400 or 422
+    naming the format (final), or a 5xx naming the format *and* the same call without it was
+    answered; then the judge keeps the lower mode. A fallback learnt from a 5xx is not final
+    (a gateway that echoes the request in its error pages names the format in any outage): the
+    refused mode is asked again after ``reprobe_after`` seconds (doubling up to
+    ``REPROBE_MAX`` while it is still refused) and taken back when it is answered. Each change
+    is logged once, at info level.
 
     Args:
         response_format: ``"auto"`` (start at ``json_schema`` and step down as servers
             reject), or ``"json_schema"``, ``"json_object"`` or ``"none"`` to fix the mode up
             front (``json_object`` may still drop its ``schema`` key).
-        model: the judge's model string, for the debug log.
+        model: the judge's model string, for the log.
 
     Example:
         >>> modes = ModeFallback()
-        >>> modes.current, modes.fall_back("json_schema"), modes.current
-        ('json_schema', 'json_object', 'json_object')
+        >>> modes.current, modes.next_mode("json_schema")
+        ('json_schema', 'json_object')
     """
 
     def __init__(self, response_format: str = "auto", model: str = "") -> None:
@@ -98,30 +132,117 @@ class ModeFallback:
         self._allowed: tuple[ResponseMode, ...] | None = _FIXED_MODES.get(response_format)
         self._mode: ResponseMode = "json_schema" if self._allowed is None else self._allowed[0]
         self._settled: ResponseMode | None = None
+        self._learnable = self._allowed is None or len(self._allowed) > 1
         self._model = model
         self._lock = threading.Lock()
+        self._gate: asyncio.Lock | None = None
+        self._gate_loop: asyncio.AbstractEventLoop | None = None
+        # A mode given up after a 5xx, asked again at ``_reprobe_at`` (time.monotonic()).
+        self._provisional: ResponseMode | None = None
+        self._reprobe_at = 0.0
+        self._reprobing = False
+        self.reprobe_after = REPROBE_AFTER
+        self._interval = REPROBE_AFTER
 
     @property
     def current(self) -> ResponseMode:
         """The mode the next request starts with."""
         return self._mode
 
-    def fall_back(self, rejected: ResponseMode) -> ResponseMode | None:
-        """Record that the provider rejected ``rejected``; return the mode to try next, or
-        ``None`` when there is nothing left to fall back to (or the mode was fixed)."""
+    def next_mode(self, rejected: ResponseMode) -> ResponseMode | None:
+        """The mode to try after ``rejected``, or None when nothing is left (or the mode was
+        fixed)."""
         next_mode = _FALLBACK[rejected]
         if next_mode is not None and self._allowed is not None and next_mode not in self._allowed:
-            next_mode = None
-        if next_mode is not None:
-            with self._lock:
-                # Concurrent calls may report the same rejection: never step back up.
-                if _ORDER.index(next_mode) > _ORDER.index(self._mode):
-                    self._mode = next_mode
+            return None
         return next_mode
 
-    def settled(self, mode: ResponseMode) -> None:
-        """Record that a request in ``mode`` was answered; the first time a judge settles on
-        a mode (or a different one) is logged at debug level."""
+    async def begin(self) -> Ticket:
+        """The mode a call starts with. While the judge has not learnt the format, one call at a
+        time probes and the others wait here for its answer (queued time of their jobs, not
+        counted against any timeout); when a provisional fallback is due to be asked again,
+        one call does that."""
+        if self._settled is None and self._learnable:
+            gate = self._gate_for_loop()
+            waits = _waits.current.get()
+            if waits is not None and gate.locked():
+                waits.queue_started(f"judge {self._model!r} (its first call is learning the "
+                                    "server's response format)")
+            try:
+                await gate.acquire()
+            finally:
+                if waits is not None:
+                    waits.queue_ended()
+            if self._settled is None:
+                return Ticket(self._mode, gate=gate)
+            gate.release()
+        with self._lock:
+            if (self._provisional is not None and not self._reprobing
+                    and time.monotonic() >= self._reprobe_at):
+                self._reprobing = True
+                return Ticket(self._provisional, reprobe=True)
+        return Ticket(self._mode)
+
+    def end(self, ticket: Ticket) -> None:
+        """The call that ``begin`` gave ``ticket`` is over, answered or not."""
+        if ticket.gate is not None:
+            ticket.gate.release()
+        if ticket.reprobe:
+            with self._lock:
+                self._reprobing = False
+
+    def _gate_for_loop(self) -> asyncio.Lock:
+        loop = asyncio.get_running_loop()
+        if self._gate is None or self._gate_loop is not loop:
+            self._gate, self._gate_loop = asyncio.Lock(), loop
+        return self._gate
+
+    def answered(self, mode: ResponseMode, refused: list[tuple[ResponseMode, bool, str]]) -> None:
+        """A call was answered in ``mode`` after the server refused the modes in ``refused``
+        (each ``(mode, final, why)``: final for HTTP 400/422, not for a 5xx). Steps the judge
+        down to ``mode`` (never up) and logs each step once."""
+        if refused:
+            with self._lock:
+                if _ORDER.index(mode) <= _ORDER.index(self._mode):
+                    refused = []  # another call learnt this already
+                else:
+                    self._mode = mode
+                    soft = next((m for m, final, _ in refused if not final), None)
+                    if soft is not None and (self._provisional is None or _ORDER.index(soft)
+                                             < _ORDER.index(self._provisional)):
+                        self._provisional = soft
+                        self._interval = self.reprobe_after
+                        self._reprobe_at = time.monotonic() + self._interval
+            for rejected, final, why in refused:
+                again = "" if final else (f"; {describe_mode(rejected)} is asked again in "
+                                          f"{self._interval:g} s")
+                logger.info(
+                    "tracescore judge %r: the server refused %s (%s), and answered %s: using "
+                    "%s%s", self._model, describe_mode(rejected), why, describe_mode(mode),
+                    describe_mode(mode), again)
+        self._settle(mode)
+
+    def restored(self, mode: ResponseMode) -> None:
+        """A re-asked mode was answered: the judge goes back to it."""
+        with self._lock:
+            if self._provisional != mode:
+                return
+            self._provisional = None
+            self._mode = mode
+            self._interval = self.reprobe_after
+        logger.info("tracescore judge %r: the server answered %s again: back to it (the "
+                    "earlier refusal was an outage)", self._model, describe_mode(mode))
+        self._settle(mode)
+
+    def still_refused(self, mode: ResponseMode) -> None:
+        """A re-asked mode was refused again: ask again later, twice as late."""
+        with self._lock:
+            self._interval = min(self._interval * 2, REPROBE_MAX)
+            self._reprobe_at = time.monotonic() + self._interval
+        logger.debug("tracescore judge %r: %s still refused; asked again in %g s",
+                     self._model, describe_mode(mode), self._interval)
+
+    def _settle(self, mode: ResponseMode) -> None:
         if self._settled == mode:
             return
         with self._lock:

@@ -89,6 +89,11 @@ class ScriptedJudge:
         reject_json_schema: answer HTTP 400 (``response_format`` not supported) to every
             request that asks for ``response_format`` of type ``json_schema``, as providers
             without structured outputs do. Default False.
+        slots: the slot count it reports on ``GET /props`` (``total_slots``), as llama.cpp's
+            server does: a judge on loopback takes it as its limit on calls in flight
+            (``Judge(max_concurrency=...)``). ``None`` answers 404 there, as a server that
+            reports none (the judge then sends one call at a time). Default 64. It serves
+            every request at once whatever it reports.
 
     Attributes:
         delay: seconds added to every answer (default 0), e.g. to test ``score_timeout``.
@@ -102,8 +107,9 @@ class ScriptedJudge:
 
     Reply = Reply
 
-    def __init__(self, *, reject_json_schema: bool = False) -> None:
+    def __init__(self, *, reject_json_schema: bool = False, slots: int | None = 64) -> None:
         self.reject_json_schema = reject_json_schema
+        self.slots = slots
         self.delay = 0.0
         self._lock = threading.Lock()
         self._routes: dict[str, list[Any]] = {}
@@ -138,7 +144,8 @@ class ScriptedJudge:
         self._thread.join(timeout=5)
 
     def reset(self) -> None:
-        """Forget routes, recorded requests, ``delay`` and ``reject_json_schema``."""
+        """Forget routes, recorded requests, ``delay`` and ``reject_json_schema``; report 64
+        slots again."""
         with self._lock:
             self._routes.clear()
             self._prompt_routes.clear()
@@ -147,6 +154,7 @@ class ScriptedJudge:
             self._names.clear()
             self.delay = 0.0
             self.reject_json_schema = False
+            self.slots = 64
 
     def __enter__(self) -> ScriptedJudge:
         return self
@@ -302,6 +310,13 @@ class _Handler(BaseHTTPRequestHandler):
 
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
         pass
+
+    def do_GET(self) -> None:  # noqa: N802 - stdlib naming
+        slots = self.server.owner.slots
+        if self.path.rstrip("/") == "/props" and slots is not None:
+            self._send(200, {"total_slots": slots})
+            return
+        self._send(404, {"error": {"message": f"scripted judge: unknown path {self.path}"}})
 
     def do_POST(self) -> None:  # noqa: N802 - stdlib naming
         owner = self.server.owner
