@@ -11,6 +11,8 @@ and ``import tracescore.scorers`` stay light. The package, one module per idea:
 - ``output``: structured output: response formats, prompts, parsing answers;
 - ``metrics``: cost and the GenAI client metrics of each call;
 - ``transport``: in-process litellm or the child process, and their end at exit;
+- ``direct``: the OpenAI chat-completions client (aiohttp);
+- ``limit``: the judge's own limit on calls in flight and the queue the others wait in;
 - ``process``: the child process (``python -m tracescore._judge.process``);
 - ``loading``: importing litellm on first use;
 - ``scrub``: keeping secrets out of messages, reprs and cache keys;

@@ -3,8 +3,10 @@
 A judge call asks for ``response_format`` of type ``json_schema`` whose ``json_schema.name`` is
 the step's name (``answer_relevancy_statements``, ...). Servers differ in what they take, so
 a judge steps down these modes when a server rejects one (``failures.rejects_response_format``
-recognises the rejection: HTTP 400, 422 or 5xx naming the response format), and
-``ModeFallback`` remembers how far it fell:
+recognises the rejection: HTTP 400, 422, or a 5xx naming the response format that the same call
+without it then gets answered), and ``ModeFallback`` remembers how far it fell, learnt by one
+call per judge while the others wait, and asks again after a while when it learnt it from a
+5xx:
 
 =====================  ============================================================  =========
 mode                   ``response_format`` sent                                       schema in
