@@ -55,7 +55,8 @@ offline as docs/see-your-scores/phoenix.md shows)::
 
     pip install 'arize-phoenix>=20.26,<21' && phoenix serve   # in another shell; UI on :6006
     OTEL_EXPORTER_OTLP_ENDPOINT=http://127.0.0.1:6006 TRACESCORE_LOG_RECORDS=false \\
-        TRACESCORE_PHOENIX_URL=http://127.0.0.1:6006 python examples/halueval_rag.py
+        TRACESCORE_METRICS=false TRACESCORE_PHOENIX_URL=http://127.0.0.1:6006 \\
+        python examples/halueval_rag.py
 
 With ``--metrics-port 9464`` the score metrics are served for Prometheus on
 ``http://127.0.0.1:9464/metrics``, and after the summary the script keeps serving them until
@@ -64,8 +65,8 @@ Ctrl-C or SIGTERM (docs/see-your-scores/grafana.md).
 Phoenix files the traces under the project ``halueval-rag-demo``: Phoenix reads the project
 from the resource attribute ``openinference.project.name``, which tracescore sets from the service
 name. Each score is a span annotation (``TRACESCORE_PHOENIX_URL``: a column, a filter and a
-summary in Phoenix) and among the agent span's events. ``TRACESCORE_LOG_RECORDS=false``: Phoenix
-takes no OTLP log records (it answers them with HTTP 405).
+summary in Phoenix) and among the agent span's events. ``TRACESCORE_LOG_RECORDS=false`` and
+``TRACESCORE_METRICS=false``: Phoenix takes neither OTLP log records nor metrics (HTTP 405).
 
 Data: ``examples/data/halueval_qa_200.jsonl``, 200 rows of HaluEval's QA set (MIT licence, see
 ``examples/data/README.md``).

@@ -50,13 +50,15 @@ otlp_receiver = _load_receiver()
 
 @pytest.fixture
 def receiver(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
-    """OTLP http/protobuf on loopback; tracescore exports there (log records off: the receiver
-    takes traces only). Yields the receiver's ``Received`` (decoded spans, raw requests)."""
+    """OTLP http/protobuf on loopback; tracescore exports there (log records and metrics off: the
+    receiver takes traces only). Yields the receiver's ``Received`` (decoded spans, raw
+    requests)."""
     with otlp_receiver.HttpOtlpReceiver() as rec:
         monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", rec.endpoint)
         monkeypatch.setenv("OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf")
         monkeypatch.setenv("OTEL_EXPORTER_OTLP_TIMEOUT", "5")
         monkeypatch.setenv("TRACESCORE_LOG_RECORDS", "false")
+        monkeypatch.setenv("TRACESCORE_METRICS", "false")
         yield rec.received
         tracescore.shutdown(5000)
 

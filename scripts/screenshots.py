@@ -172,7 +172,7 @@ def phoenix_screenshot(page: Page, workdir: Path) -> None:
     with servers.phoenix(workdir / "phoenix") as backend:
         base = backend.urls["base"]
         run_demo(workdir, {"OTEL_EXPORTER_OTLP_ENDPOINT": base, "TRACESCORE_PHOENIX_URL": base,
-                           "TRACESCORE_LOG_RECORDS": "false"})
+                           "TRACESCORE_LOG_RECORDS": "false", "TRACESCORE_METRICS": "false"})
         from tests.backends.test_phoenix import read_annotations, read_spans
 
         spans = servers.wait_for(lambda: read_spans(base, 3 * ROWS), timeout=120,
@@ -200,7 +200,8 @@ def jaeger_screenshot(page: Page, workdir: Path, ui: Path) -> None:
     with servers.jaeger(workdir / "jaeger", ui_assets=ui) as backend:
         base = backend.urls["base"]
         summary = run_demo(workdir, {"OTEL_EXPORTER_OTLP_ENDPOINT": backend.urls["otlp"],
-                                     "TRACESCORE_LOG_RECORDS": "false"})
+                                     "TRACESCORE_LOG_RECORDS": "false",
+                                     "TRACESCORE_METRICS": "false"})
         assert summary["scorers"]["content-similarity"]["failed"] > 0, summary
         tags = json.dumps({"tracescore.label.content_similarity": "fail"})
         query = urllib.parse.urlencode({"service": PROJECT, "tags": tags, "limit": "20"})

@@ -397,7 +397,9 @@ def _build_scoring(
     # The gauges read the processor, which needs the telemetry first.
     holder: list[ScoringSpanProcessor] = []
     telemetry = Telemetry(
-        meter_provider=settings.meter_provider,
+        # tracescore's own provider when configure() made one (metrics go where logs go).
+        meter_provider=(dest.meter_provider if dest.meter_provider is not None
+                        else settings.meter_provider),
         logger_provider=dest.logger_provider,
         queue_size=lambda: holder[0].pending_jobs() if holder else 0,
         held_spans=lambda: holder[0].held_spans() if holder else 0,
@@ -545,8 +547,13 @@ def configure(
         max_held_spans: spans held for their scores at once; past it new sampled spans are
             exported unscored and the skips counted. Default ``TRACESCORE_MAX_HELD_SPANS``,
             else bounded by ``max_queue_size`` (every held span waits on a queued job).
-        meter_provider: where score metrics and self-metrics go (see the README's Metrics
-            section). Default: the global ``MeterProvider`` (a no-op unless one is set).
+        meter_provider: where score metrics and self-metrics go (docs/monitoring.md,
+            "Metrics"). Default: the global ``MeterProvider`` when one is set; else, when spans
+            are exported where the environment says (no ``exporter=``), a provider of
+            tracescore's own (not set globally) that exports every ``OTEL_METRIC_EXPORT_INTERVAL``
+            (60 s) and at each flush to OTLP from the same ``OTEL_EXPORTER_OTLP_[METRICS_]*``
+            variables, or to ``tracescore-metrics.jsonl`` next to the span file
+            (``TRACESCORE_METRICS=false`` or ``OTEL_METRICS_EXPORTER=none``: none); else none.
         logger_provider: where each score is also emitted as a ``gen_ai.evaluation.result``
             log record carrying the scored span's trace and span ids, stamped at its end.
             Default: the global SDK ``LoggerProvider`` when one is set; else, when spans are
@@ -666,7 +673,8 @@ def configure(
         destinations = _destinations.build(
             resource=provider.resource, logger_provider=scoring_settings.logger_provider,
             export_from_env=export.export and export.exporter is None,
-            phoenix_url=phoenix, telemetry_holder=telemetry_holder)
+            phoenix_url=phoenix, telemetry_holder=telemetry_holder,
+            meter_provider=scoring_settings.meter_provider)
         processor, telemetry = _build_scoring(scoring_settings, export_processor, destinations)
         telemetry_holder.append(telemetry)
         _switch_for(provider).target = processor

@@ -598,6 +598,42 @@ def otlp_logs_protocol() -> str:
     return read_enum(name, OTLP_PROTOCOLS, DEFAULT_OTLP_PROTOCOL)
 
 
+
+# --- Score metrics where the log records go (issue 24) ----------------------------------------
+
+TRACESCORE_METRICS = "TRACESCORE_METRICS"
+OTEL_METRICS_EXPORTER = "OTEL_METRICS_EXPORTER"
+OTEL_EXPORTER_OTLP_METRICS_ENDPOINT = "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT"
+OTEL_EXPORTER_OTLP_METRICS_PROTOCOL = "OTEL_EXPORTER_OTLP_METRICS_PROTOCOL"
+DEFAULT_METRICS_FILE_SUFFIX = "-metrics"  # tracescore-traces.jsonl -> tracescore-metrics.jsonl
+
+
+def own_metrics() -> bool:
+    """Whether tracescore may make a ``MeterProvider`` of its own for its metrics when the
+    application has none: ``TRACESCORE_METRICS=false`` says no, and so does the standard
+    ``OTEL_METRICS_EXPORTER=none``. Default True."""
+    if (_raw(OTEL_METRICS_EXPORTER) or "").strip().lower() == "none":
+        return False
+    return read_bool(TRACESCORE_METRICS, True)
+
+
+def otlp_metrics_endpoint() -> str | None:
+    """``OTEL_EXPORTER_OTLP_METRICS_ENDPOINT``, else ``OTEL_EXPORTER_OTLP_ENDPOINT``; None when
+    neither is set (then metrics are not sent over OTLP)."""
+    return (read_str(OTEL_EXPORTER_OTLP_METRICS_ENDPOINT)
+            or read_str(OTEL_EXPORTER_OTLP_ENDPOINT))
+
+
+def otlp_metrics_protocol() -> str:
+    """``OTEL_EXPORTER_OTLP_METRICS_PROTOCOL``, else ``OTEL_EXPORTER_OTLP_PROTOCOL``:
+    ``http/protobuf`` (default) or ``grpc``; anything else warns and uses the default."""
+    name = (
+        OTEL_EXPORTER_OTLP_METRICS_PROTOCOL
+        if _raw(OTEL_EXPORTER_OTLP_METRICS_PROTOCOL)
+        else OTEL_EXPORTER_OTLP_PROTOCOL
+    )
+    return read_enum(name, OTLP_PROTOCOLS, DEFAULT_OTLP_PROTOCOL)
+
 def serve_config() -> str | None:
     """``TRACESCORE_SERVE_CONFIG``: the configuration file of ``tracescore serve`` when
     ``--config`` is not given. Default None."""

@@ -300,3 +300,111 @@ def log_exporter_from_env() -> tuple[Any, str] | None:
     )
 
     return HttpLogExporter(), f"OTLP http/protobuf {endpoint}"
+
+
+# --- Score metrics (issue 24) ------------------------------------------------------------------
+# Where log records go, metrics go too: OTLP from the same variables (OTEL_EXPORTER_OTLP_METRICS_*
+# first), or a sibling file of the span file in OTLP/JSON lines, rotated the same way.
+
+
+def metric_file_for(span_file: str | os.PathLike[str]) -> Path:
+    """The sibling metrics file of a span file: ``tracescore-traces.jsonl`` ->
+    ``tracescore-metrics.jsonl``; any other ``name.ext`` -> ``name-metrics.ext``."""
+    path = Path(span_file)
+    head, found, tail = path.name.rpartition("traces")
+    if found:
+        return path.with_name(f"{head}metrics{tail}")
+    return path.with_name(f"{path.stem}{_env.DEFAULT_METRICS_FILE_SUFFIX}{path.suffix}")
+
+
+def metrics_to_otlp_json(data: Any) -> dict[str, Any]:
+    """Encode an SDK ``MetricsData`` as an OTLP/JSON ``ExportMetricsServiceRequest`` (exemplars'
+    trace and span ids in hex, as the OTLP/JSON format writes them)."""
+    from google.protobuf.json_format import MessageToDict
+    from opentelemetry.exporter.otlp.proto.common.metrics_encoder import encode_metrics
+
+    doc: dict[str, Any] = MessageToDict(encode_metrics(data), use_integers_for_enums=True)
+    _ids_to_hex(doc)
+    return doc
+
+
+def _metric_exporter_base() -> Any:
+    from opentelemetry.sdk.metrics.export import MetricExporter
+
+    return MetricExporter
+
+
+class FileMetricExporter(_metric_exporter_base()):  # type: ignore[misc]
+    """Append metrics to a file as OTLP/JSON lines (one ``ExportMetricsServiceRequest`` per
+    export, cumulative temporality), rotated by size exactly as ``FileSpanExporter`` rotates
+    spans. The OpenTelemetry Collector's ``otlpjsonfile`` receiver reads the format.
+
+    Args:
+        path: the file; default the sibling of the span file (``tracescore-metrics.jsonl`` next
+            to ``tracescore-traces.jsonl``, see ``metric_file_for``).
+        max_bytes: as ``FileSpanExporter`` (``TRACESCORE_EXPORT_FILE_MAX_BYTES``).
+        backup_count: as ``FileSpanExporter`` (``TRACESCORE_EXPORT_FILE_BACKUP_COUNT``).
+
+    Example:
+        >>> exporter = FileMetricExporter("metrics.jsonl")
+    """
+
+    def __init__(self, path: str | os.PathLike[str] | None = None, *,
+                 max_bytes: int | None = None, backup_count: int | None = None) -> None:
+        super().__init__()
+        self._file = FileSpanExporter(path or metric_file_for(_env.export_file()),
+                                      max_bytes=max_bytes, backup_count=backup_count)
+        self.path = self._file.path
+
+    def export(self, metrics_data: Any, timeout_millis: float = 10_000, **kwargs: Any) -> Any:
+        from opentelemetry.sdk.metrics.export import MetricExportResult
+
+        if self._file._closed:
+            return MetricExportResult.FAILURE
+        try:
+            doc = metrics_to_otlp_json(metrics_data)
+            if not doc.get("resourceMetrics"):
+                return MetricExportResult.SUCCESS  # nothing recorded yet: no empty line
+            line = json.dumps(doc, ensure_ascii=False, separators=(",", ":"))
+            data = (line + "\n").encode("utf-8")
+            with self._file._lock:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                self._file._rotate_before(len(data))
+                with self.path.open("ab") as fh:
+                    fh.write(data)
+            return MetricExportResult.SUCCESS
+        except Exception:
+            logger.warning("tracescore could not write metrics to %s", self.path, exc_info=True)
+            return MetricExportResult.FAILURE
+
+    def force_flush(self, timeout_millis: float = 10_000) -> bool:
+        return True
+
+    def shutdown(self, timeout_millis: float = 30_000, **kwargs: Any) -> None:
+        self._file.shutdown()
+
+
+def metric_exporter_from_env() -> tuple[Any, str] | None:
+    """The metric exporter that matches where spans go by default: OTLP when
+    ``OTEL_EXPORTER_OTLP_METRICS_ENDPOINT`` or ``OTEL_EXPORTER_OTLP_ENDPOINT`` is set (protocol
+    from ``OTEL_EXPORTER_OTLP_[METRICS_]PROTOCOL``; temporality, headers, timeout and compression
+    from the exporter's own ``OTEL_EXPORTER_OTLP_*`` variables); None when only a traces
+    endpoint is set (no metrics endpoint to send to); else a ``FileMetricExporter`` next to the
+    span file."""
+    endpoint = _env.otlp_metrics_endpoint()
+    if endpoint is None:
+        if _env.otlp_traces_endpoint() is not None:
+            return None
+        exporter = FileMetricExporter()
+        return exporter, f"file {exporter.path}"
+    if _env.otlp_metrics_protocol() == "grpc":
+        from opentelemetry.exporter.otlp.proto.grpc.metric_exporter import (
+            OTLPMetricExporter as GrpcMetricExporter,
+        )
+
+        return GrpcMetricExporter(), f"OTLP grpc {endpoint}"
+    from opentelemetry.exporter.otlp.proto.http.metric_exporter import (
+        OTLPMetricExporter as HttpMetricExporter,
+    )
+
+    return HttpMetricExporter(), f"OTLP http/protobuf {endpoint}"

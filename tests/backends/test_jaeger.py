@@ -63,6 +63,7 @@ def jaeger_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[JaegerRun]:
                 "OTEL_EXPORTER_OTLP_ENDPOINT": backend.urls["otlp"],
                 # Jaeger stores traces only: its receiver has no logs pipeline to take records.
                 "TRACESCORE_LOG_RECORDS": "false",
+                "TRACESCORE_METRICS": "false",  # nor a metrics pipeline
             },
         )
         traces = servers.wait_for(

@@ -82,6 +82,7 @@ def phoenix_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PhoenixRun
                 "OTEL_EXPORTER_OTLP_ENDPOINT": base,
                 "TRACESCORE_PHOENIX_URL": base,
                 "TRACESCORE_LOG_RECORDS": "false",
+                "TRACESCORE_METRICS": "false",
             },
         )
         spans = servers.wait_for(
