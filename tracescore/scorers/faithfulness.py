@@ -18,11 +18,13 @@ from tracescore.scorers._claims import (
     claims_reason_step,
     claims_scorer,
 )
+from tracescore.scorers._prompt_sets import PromptSet, check_prompt_set, v1_claims_scorer
 from tracescore.scorers._verdicts import YesUnsureNo
 
 __all__ = ["create_faithfulness_scorer"]
 
 SCORER_ID = "faithfulness"
+_DESCRIPTION = "The share of the answer's claims that its context supports."
 
 
 ClaimVerdicts = claim_verdicts_schema(
@@ -60,6 +62,7 @@ def create_faithfulness_scorer(
     context: Sequence[Any] | None = None,
     context_extractor: Callable[[Any, Any], Sequence[Any]] | None = None,
     scale: float = 1,
+    prompt_set: PromptSet = "default",
 ) -> Scorer:
     """Score how faithful an answer is to its context: the share of its claims the context backs.
 
@@ -88,13 +91,19 @@ def create_faithfulness_scorer(
         context: fixed context pieces for every run.
         context_extractor: ``(input, output) -> pieces``, called at each run.
         scale: maximum score, > 0. Default 1.
+        prompt_set: ``"default"`` (the prompts described above), or ``"tracescore-v1"``: the
+            claims read the question too, each claim gets its evidence and a support verdict
+            (the same request for faithfulness and hallucination, so one judge answers both
+            once), and the reason is written in that call: two judge calls instead of three.
+            Measured against the default on HaluEval's held-out split: docs/judge-quality.md;
+            details in ``tracescore.scorers._prompt_sets``.
 
     Returns:
         A ``Scorer`` with id ``faithfulness``.
 
     Raises:
         ConfigurationError: ``context`` is not a list, ``context_extractor`` is not callable,
-            ``scale`` is out of range or ``model`` is invalid.
+            ``scale`` is out of range, ``model`` is invalid or ``prompt_set`` is unknown.
 
     Example:
         >>> scorer = create_faithfulness_scorer(
@@ -102,9 +111,14 @@ def create_faithfulness_scorer(
         >>> scorer.run(output="The capital of France is Paris.").score  # doctest: +SKIP
         1.0
     """
+    check_prompt_set(SCORER_ID, prompt_set)
+    if prompt_set == "tracescore-v1":
+        return v1_claims_scorer(
+            SCORER_ID, description=_DESCRIPTION, model=model, context=context,
+            context_extractor=context_extractor, scale=scale, higher_is_better=True)
     return claims_scorer(
         id=SCORER_ID,
-        description="The share of the answer's claims that its context supports.",
+        description=_DESCRIPTION,
         model=model,
         context=context,
         context_extractor=context_extractor,

@@ -18,11 +18,13 @@ from tracescore.scorers._claims import (
     claims_reason_step,
     claims_scorer,
 )
+from tracescore.scorers._prompt_sets import PromptSet, check_prompt_set, v1_claims_scorer
 from tracescore.scorers._verdicts import YesNo
 
 __all__ = ["create_hallucination_scorer"]
 
 SCORER_ID = "hallucination"
+_DESCRIPTION = "The share of the answer's claims that contradict or go beyond its context."
 
 
 ClaimVerdicts = claim_verdicts_schema(
@@ -60,6 +62,7 @@ def create_hallucination_scorer(
     context: Sequence[Any] | None = None,
     context_extractor: Callable[[Any, Any], Sequence[Any]] | None = None,
     scale: float = 1,
+    prompt_set: PromptSet = "default",
 ) -> Scorer:
     """Score how much an answer hallucinates: the share of its claims its context does not back.
 
@@ -89,13 +92,19 @@ def create_hallucination_scorer(
         context: fixed context pieces for every run.
         context_extractor: ``(input, output) -> pieces``, called at each run.
         scale: maximum score, > 0. Default 1.
+        prompt_set: ``"default"`` (the prompts described above), or ``"tracescore-v1"``: the
+            claims read the question too, each claim gets its evidence and a support verdict
+            (the same request for faithfulness and hallucination, so one judge answers both
+            once), and the reason is written in that call: two judge calls instead of three.
+            Measured against the default on HaluEval's held-out split: docs/judge-quality.md;
+            details in ``tracescore.scorers._prompt_sets``.
 
     Returns:
         A ``Scorer`` with id ``hallucination``.
 
     Raises:
         ConfigurationError: ``context`` is not a list, ``context_extractor`` is not callable,
-            ``scale`` is out of range or ``model`` is invalid.
+            ``scale`` is out of range, ``model`` is invalid or ``prompt_set`` is unknown.
 
     Example:
         >>> scorer = create_hallucination_scorer(
@@ -103,9 +112,14 @@ def create_hallucination_scorer(
         >>> scorer.run(output="Paris, the capital, has 9 million people.").score  # doctest: +SKIP
         0.5
     """
+    check_prompt_set(SCORER_ID, prompt_set)
+    if prompt_set == "tracescore-v1":
+        return v1_claims_scorer(
+            SCORER_ID, description=_DESCRIPTION, model=model, context=context,
+            context_extractor=context_extractor, scale=scale, higher_is_better=False)
     return claims_scorer(
         id=SCORER_ID,
-        description="The share of the answer's claims that contradict or go beyond its context.",
+        description=_DESCRIPTION,
         model=model,
         context=context,
         context_extractor=context_extractor,

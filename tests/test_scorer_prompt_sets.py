@@ -1,0 +1,108 @@
+"""The ``tracescore-v1`` prompt set of faithfulness and hallucination, against the loopback judge:
+the question reaches the claims step, one support verdict per claim serves both scorers (the
+judge's cache answers the second), the reason comes with the verdicts, and the default set is
+untouched."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from tracescore._errors import ConfigurationError
+from tracescore._judge import Judge
+from tracescore.scorers import create_faithfulness_scorer, create_hallucination_scorer
+from tracescore.testing import ScriptedJudge as JudgeServer
+from tracescore.testing import make_judge
+
+CONTEXT = ["The Oberoi Group is a hotel company with its head office in Delhi."]
+QUESTION = "The Oberoi family is part of a hotel company that has a head office in what city?"
+CLAIMS = ["The Oberoi Group's head office is in Mumbai.", "Mumbai is India's financial capital."]
+
+
+def support(*values: str) -> dict[str, Any]:
+    return {
+        "verdicts": [{"claim_index": i, "evidence": "none", "verdict": v}
+                     for i, v in enumerate(values)],
+        "reason": "The context places the head office in Delhi.",
+    }
+
+
+def script(server: JudgeServer, *values: str) -> None:
+    server.route("answer_claims_v1", {"claims": CLAIMS})
+    server.route("claim_support_v1", support(*values))
+
+
+def test_v1_faithfulness_reads_the_question_and_makes_two_calls(
+    judge_server: JudgeServer, judge: Judge
+) -> None:
+    script(judge_server, "no", "unsure")
+    scorer = create_faithfulness_scorer(model=judge, prompt_set="tracescore-v1")
+
+    result = scorer.run(input=QUESTION, output="Mumbai, the financial capital of India.",
+                        context=CONTEXT)
+
+    assert result.score == 0.0
+    assert result.judge_calls == 2
+    assert judge_server.schema_names == ["answer_claims_v1", "claim_support_v1"]
+    assert f"<question>\n{QUESTION}\n</question>" in (result.preprocess_prompt or "")
+    assert result.reason == "The context places the head office in Delhi."
+    assert result.analyze_step_result == {
+        "verdicts": [{"claim_index": 0, "evidence": "none", "verdict": "no"},
+                     {"claim_index": 1, "evidence": "none", "verdict": "unsure"}]}
+
+
+@pytest.mark.parametrize(
+    ("values", "faithfulness", "hallucination"),
+    [
+        (("yes", "yes"), 1.0, 0.0),
+        (("yes", "unsure"), 0.5, 0.5),  # unsupported counts as hallucinated
+        (("no", "yes"), 0.5, 0.5),
+        (("no", "unsure"), 0.0, 1.0),
+    ],
+)
+def test_v1_hallucination_is_the_share_of_claims_not_supported(
+    judge_server: JudgeServer, values: tuple[str, ...], faithfulness: float, hallucination: float
+) -> None:
+    script(judge_server, *values)
+    judge = make_judge(judge_server, cache_size=8)
+    faith = create_faithfulness_scorer(model=judge, prompt_set="tracescore-v1")
+    hallu = create_hallucination_scorer(model=judge, prompt_set="tracescore-v1")
+
+    first = faith.run(input=QUESTION, output="Mumbai.", context=CONTEXT)
+    second = hallu.run(input=QUESTION, output="Mumbai.", context=CONTEXT)
+
+    assert (first.score, second.score) == (faithfulness, hallucination)
+    # Both scorers send the same two requests: the judge's cache answers the second scorer.
+    assert (first.judge_calls, second.judge_calls) == (2, 0)
+    assert len(judge_server.schema_names) == 2
+
+
+def test_v1_without_a_question_still_scores(judge_server: JudgeServer, judge: Judge) -> None:
+    script(judge_server, "yes", "yes")
+    result = create_hallucination_scorer(model=judge, prompt_set="tracescore-v1").run(
+        output="The Oberoi Group's head office is in Delhi.", context=CONTEXT)
+
+    assert result.score == 0.0
+    assert "<question>" not in (result.preprocess_prompt or "")
+
+
+def test_default_prompt_set_is_unchanged(judge_server: JudgeServer, judge: Judge) -> None:
+    judge_server.route("output_claims", {"claims": CLAIMS})
+    judge_server.route("faithfulness_verdicts", {"verdicts": [
+        {"claim_index": i, "verdict": "yes", "reason": "r"} for i in range(2)]})
+    judge_server.route("faithfulness_reason", {"reason": "Supported."})
+
+    result = create_faithfulness_scorer(model=judge, prompt_set="default").run(
+        input=QUESTION, output="Mumbai.", context=CONTEXT)
+
+    assert result.score == 1.0
+    assert judge_server.schema_names == [
+        "output_claims", "faithfulness_verdicts", "faithfulness_reason"]
+    assert "<question>" not in (result.preprocess_prompt or "")
+
+
+@pytest.mark.parametrize("factory", [create_faithfulness_scorer, create_hallucination_scorer])
+def test_an_unknown_prompt_set_is_refused(factory: Any) -> None:
+    with pytest.raises(ConfigurationError, match="prompt_set must be one of"):
+        factory(model="openai/x", prompt_set="v2")

@@ -1,0 +1,213 @@
+"""Prompt sets of the claim-checking scorers: ``default`` and ``tracescore-v1``.
+
+``default`` is the prompt set the factories have always used (their own modules hold it; the
+Mastra-parity tests pin its behaviour). ``tracescore-v1`` is an explicit choice
+(``create_faithfulness_scorer(prompt_set="tracescore-v1")``, likewise hallucination), written
+and tuned on the development split of the judge-quality benchmark
+(``benchmarks/judge_quality``) and measured on its held-out split (docs/judge-quality.md):
+
+* **Claims in the light of the question.** A short answer ("Delhi") asserts nothing on its
+  own; the claims step reads the question too, so the claim becomes "The Oberoi Group's head
+  office is in Delhi", which the context can back. The question's own statements are not
+  claims of the answer.
+* **One verdict question for both scorers, asked with the polarity small models get right.**
+  Each claim is judged ``yes`` (the context supports it), ``no`` (contradicts) or ``unsure``
+  (does not say), with the evidence written *before* the verdict. Faithfulness is the share of
+  ``yes``; hallucination the share of the others (SCORERS.md: hallucinated = contradicted or
+  unsupported). A 1.5B judge asked "is it hallucinated? yes/no" answered ``yes`` for fine
+  claims (benchmarks/README.md, issue 14); asked "is it supported?" it does not.
+* **Two judge calls instead of three.** The reason is written in the verdict call (the inline
+  reason of ``Scorer(reason_in_analyze=...)``). The claims and verdict requests are the same
+  for both scorers, so with both on one span and one judge, its request cache answers the
+  second scorer without a call.
+
+With ``tracescore-v1`` the hallucination scorer's ``analyze_step_result`` holds the support
+verdicts (``yes`` = supported), the same object faithfulness reports; its score is the share of
+claims whose verdict is not ``yes``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field, create_model
+
+from tracescore._errors import ConfigurationError
+from tracescore._judge import Judge
+from tracescore.scorers._base import JudgePrompt, Scorer, ScorerRun, check_scale
+from tracescore.scorers._claims import (
+    ClaimVerdictsCheck,
+    check_context_option,
+    claims_and_context,
+    claims_of,
+    yes_share,
+)
+from tracescore.scorers._common import Texts, context_options
+from tracescore.scorers._prompt import data_block
+from tracescore.scorers._verdicts import YesUnsureNo
+
+__all__ = ["PROMPT_SETS", "PromptSet", "V1_STEPS", "check_prompt_set", "v1_claims_scorer"]
+
+PromptSet = Literal["default", "tracescore-v1"]
+"""The prompt sets of faithfulness and hallucination."""
+
+PROMPT_SETS: tuple[str, ...] = ("default", "tracescore-v1")
+
+
+def check_prompt_set(scorer_id: str, prompt_set: object) -> None:
+    """Fail early on an unknown prompt set.
+
+    Raises:
+        ConfigurationError: ``prompt_set`` is not one of ``PROMPT_SETS``.
+    """
+    if prompt_set not in PROMPT_SETS:
+        raise ConfigurationError(
+            f"{scorer_id} prompt_set must be one of {list(PROMPT_SETS)}, got {prompt_set!r}"
+        )
+
+
+class _V1Claims(BaseModel):
+    """The claims the answer makes, each a full sentence, in order."""
+
+    claims: Texts = Field(description="The answer's claims, each a self-contained sentence.")
+
+
+_V1_CLAIMS_INSTRUCTIONS = """\
+You list the factual claims an assistant's answer makes, so that each claim can be checked on \
+its own against documents.
+
+- Read the question first: the answer replies to it. When the answer is short (a name, a \
+number, a date, "yes"), write the claim as the full sentence the answer means in reply to \
+the question ("Who founded X?" answered "Ann Lee" is the claim "Ann Lee founded X").
+- One claim per fact, date, figure, name, cause or property the answer states; keep its words \
+where you can and replace pronouns with what they refer to.
+- List only what the answer asserts. Do not list what the question says, do not correct, \
+judge, add or merge anything.
+- An answer that asserts nothing (empty, a refusal, only a question) has no claims: return \
+an empty list."""
+
+
+def _v1_claims_prompt(run: ScorerRun) -> str:
+    question = run.input_text.strip() if run.input_text else ""
+    parts = [data_block("question", question)] if question else []
+    parts.append(data_block("answer", run.output_text))
+    parts.append("List the claims the answer makes"
+                 + (" in reply to the question." if question else "."))
+    return "\n\n".join(parts)
+
+
+def _v1_verdicts_schema() -> type[BaseModel]:
+    item = create_model(
+        "ClaimSupport",
+        __doc__="One claim's evidence and verdict.",
+        claim_index=(int, Field(description="The claim's index attribute (0-based).")),
+        evidence=(str, Field(description="The context's words about the claim, quoted, or "
+                                         "'none' when the context does not mention it.")),
+        verdict=(YesUnsureNo, Field(description='"yes": the context supports the claim; '
+                                                '"no": it contradicts it; "unsure": it does '
+                                                "not say.")),
+    )
+    return create_model(
+        "ClaimSupportVerdicts",
+        __doc__="One evidence and verdict per claim, in order.",
+        verdicts=(list[item], ...),  # type: ignore[valid-type]
+    )
+
+
+_V1_VERDICTS_INSTRUCTIONS = """\
+You check, claim by claim, whether the context an assistant was given supports the claims of \
+its answer. For each claim, first quote the words of the context that are about it (or write \
+"none"), then decide:
+
+- "yes": the context states the claim or directly implies it (same names, numbers and dates).
+- "no": the context says something that contradicts the claim or a part of it.
+- "unsure": the context does not mention it, or supports only part of it.
+
+Use the context only, never your own knowledge. One entry per claim, in the claims' order, \
+claim_index set to the claim's index."""
+
+
+def _v1_verdicts_prompt(run: ScorerRun) -> str:
+    claims = claims_of(run)
+    return claims_and_context(
+        run, claims, f"Check each of the {len(claims)} claims above against the context."
+    )
+
+
+def _unsupported_share(run: ScorerRun) -> float:
+    """Hallucination under ``tracescore-v1``: the share of claims not judged ``yes``."""
+    return (1.0 - yes_share(run)) * run.scale
+
+
+def _supported_share(run: ScorerRun) -> float:
+    return yes_share(run) * run.scale
+
+
+_V1_CLAIMS = JudgePrompt(
+    instructions=_V1_CLAIMS_INSTRUCTIONS,
+    prompt=_v1_claims_prompt,
+    output_schema=_V1Claims,
+    name="answer_claims_v1",
+)
+_V1_VERDICTS = JudgePrompt(
+    instructions=_V1_VERDICTS_INSTRUCTIONS,
+    prompt=_v1_verdicts_prompt,
+    output_schema=_v1_verdicts_schema(),
+    name="claim_support_v1",
+    validate=ClaimVerdictsCheck(),
+)
+
+V1_STEPS: dict[str, dict[str, Any]] = {
+    "faithfulness": {"preprocess": _V1_CLAIMS, "analyze": _V1_VERDICTS,
+                     "generate_score": _supported_share},
+    "hallucination": {"preprocess": _V1_CLAIMS, "analyze": _V1_VERDICTS,
+                      "generate_score": _unsupported_share},
+}
+"""The steps of ``tracescore-v1`` per scorer (the reason is written inline)."""
+
+
+def v1_claims_scorer(
+    scorer_id: str,
+    *,
+    description: str,
+    model: str | Judge | None,
+    context: Sequence[Any] | None,
+    context_extractor: Callable[[Any, Any], Sequence[Any]] | None,
+    scale: float,
+    higher_is_better: bool,
+) -> Scorer:
+    """Faithfulness or hallucination with the ``tracescore-v1`` prompt set (two judge calls).
+
+    Args:
+        scorer_id: ``"faithfulness"`` or ``"hallucination"``.
+        description: the scorer's one-line description.
+        model: the judge, as the public factory takes it.
+        context: fixed context pieces for every run, or ``None``.
+        context_extractor: ``(input, output) -> pieces``, or ``None``.
+        scale: maximum score, > 0.
+        higher_is_better: ``False`` for hallucination.
+
+    Raises:
+        ConfigurationError: as the factories' (``context``, ``scale``, ``model``).
+    """
+    check_scale(scale)
+    check_context_option(context)
+    steps = V1_STEPS[scorer_id]
+    return Scorer(
+        id=scorer_id,
+        description=description,
+        model=model,
+        requires=("output", "context"),
+        uses_context=True,
+        context=context,
+        context_extractor=context_extractor,
+        higher_is_better=higher_is_better,
+        scale=scale,
+        preprocess=steps["preprocess"],
+        analyze=steps["analyze"],
+        generate_score=steps["generate_score"],
+        reason_in_analyze=True,
+        options={**context_options(context, context_extractor, scale),
+                 "prompt_set": "tracescore-v1"},
+    )
