@@ -15,7 +15,8 @@ PUBLIC = [
     "JudgeTimeoutError", "JudgeUnavailableError", "NoJudgeConfiguredError", "ScoreEvent",
     "ScorerError", "ScorerSummary", "ScoringError", "ScoringRule", "Stats", "TargetError",
     "Tracescore", "TracescoreError", "__version__", "agent", "arun_evals", "bind_context",
-    "calibrate", "configure", "force_flush", "llm", "retrieval", "run_evals", "scorers",
+    "calibrate", "calibrate_feedback", "configure", "force_flush", "llm", "record_feedback",
+    "retrieval", "run_evals", "scorers",
     "shutdown", "stats",
     "tool",
 ]

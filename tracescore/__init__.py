@@ -60,6 +60,7 @@ if TYPE_CHECKING:
         arun_evals,
         run_evals,
     )
+    from ._feedback import calibrate_feedback, record_feedback
 
 _LAZY_EVALS = frozenset({
     "EvalItem", "EvalItemResult", "EvalResult", "ItemScore", "ScorerSummary", "TargetError",
@@ -80,6 +81,10 @@ def __getattr__(name: str) -> Any:
         return value
     if name in ("calibrate", "CalibrationResult"):  # judge calibration: offline tooling too
         value = getattr(importlib.import_module("._calibrate", __name__), name)
+        globals()[name] = value
+        return value
+    if name in ("record_feedback", "calibrate_feedback"):  # human verdicts after the fact
+        value = getattr(importlib.import_module("._feedback", __name__), name)
         globals()[name] = value
         return value
     raise AttributeError(f"module 'tracescore' has no attribute {name!r}")
@@ -114,9 +119,11 @@ __all__ = [
     "arun_evals",
     "bind_context",
     "calibrate",
+    "calibrate_feedback",
     "configure",
     "force_flush",
     "llm",
+    "record_feedback",
     "retrieval",
     "run_evals",
     "scorers",

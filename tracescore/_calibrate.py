@@ -150,6 +150,15 @@ class CalibrationResult:
         }
 
     @property
+    def threshold_advice(self) -> dict[str, Any] | None:
+        """Whether the threshold should move (``tracescore._calibrate_stats.threshold_advice``):
+        ``move``, ``current``, ``best``, ``gained``, ``lost``, ``p_value``, ``text``; None
+        when nothing was scored."""
+        pairs = [(i.score, i.human_pass) for i in self.items
+                 if i.status == "scored" and i.score is not None]
+        return stats.threshold_advice(pairs, self.threshold, self.higher_is_better)
+
+    @property
     def passed(self) -> bool:
         """True when every requirement held (``problems`` is empty)."""
         return not self.problems
@@ -177,6 +186,7 @@ class CalibrationResult:
             "at_threshold": agreement(self.at_threshold),
             "best_threshold": agreement(self.best),
             "best_threshold_gain": gain,
+            "threshold_advice": self.threshold_advice,
             "cost": self.cost,
             "passed": self.passed,
             "problems": list(self.problems),
@@ -197,6 +207,9 @@ class CalibrationResult:
             gain = (b.accuracy or 0.0) - (a.accuracy or 0.0)
             lines.append(_agreement_line(f"best threshold {_num(b.threshold)}", b)
                          + f"  (+{gain:.1%} accuracy over {_num(a.threshold)})")
+        advice = self.threshold_advice
+        if advice is not None:
+            lines.append(f"threshold: {advice['text']}")
         lines += [
             "confusion at threshold (rows human, columns judge):",
             "               judge pass  judge fail",

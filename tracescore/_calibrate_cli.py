@@ -27,11 +27,25 @@ def add_calibrate_parser(commands: Any) -> None:
             "Score every item of a labelled dataset (.jsonl, .json or .csv: output, label "
             "(pass/fail or a number), and input/context/ground_truth as the scorer needs, id) "
             "and report accuracy, Cohen's kappa, the confusion matrix, the threshold that "
-            "maximises agreement and the cost. Resumable with --state. Exit 0, 1 (a --min-* "
+            "maximises agreement and the cost. Resumable with --state. With --feedback or "
+            "--phoenix-url the labels are human verdicts recorded on production spans "
+            "(tracescore.record_feedback) and the scores those the scorer recorded on the same "
+            "spans. The report says whether the threshold should move. Exit 0, 1 (a --min-* "
             "missed or nothing scored) or 2 (could not run)."
         ),
     )
-    cal.add_argument("data", metavar="DATA", help="the labelled items")
+    cal.add_argument("data", metavar="DATA", nargs="?",
+                     help="the labelled items (or give --feedback / --phoenix-url instead)")
+    cal.add_argument("--feedback", metavar="FILE", action="append", default=[],
+                     help="take the labels from human verdicts (tracescore.record_feedback) "
+                     "in an OTLP/JSON lines file, e.g. tracescore-logs.jsonl, and compare them "
+                     "with the scorer's recorded scores on the same spans; no judge is called "
+                     "(repeatable)")
+    cal.add_argument("--phoenix-url", metavar="URL",
+                     help="take human verdicts and scores from Phoenix's span annotations "
+                     "(annotator_kind HUMAN against tracescore's)")
+    cal.add_argument("--phoenix-project", metavar="NAME", default="default",
+                     help="the Phoenix project (default 'default')")
     cal.add_argument("--scorer", required=True, metavar="ID[:THRESHOLD]",
                      help="the scorer id (e.g. faithfulness, hallucination:0.3); the threshold "
                      "defaults to half the scorer's scale")
@@ -62,16 +76,29 @@ def run_calibrate(args: argparse.Namespace) -> int:
 
     try:
         scorer_id, threshold = parse_scorer(args.scorer)
-        judge = judge_from_args(args)
         for path in (args.report, args.junit):
             if path:
                 Path(path).parent.mkdir(parents=True, exist_ok=True)
-        result = calibrate(
-            args.data, scorer_id, judge=judge, threshold=threshold,
-            label_threshold=args.label_threshold, state_file=args.state,
-            concurrency=args.concurrency, progress=args.progress,
-            min_accuracy=args.min_accuracy, min_kappa=args.min_kappa,
-        )
+        if args.feedback or args.phoenix_url:
+            if args.data:
+                raise UsageError("give DATA or --feedback/--phoenix-url, not both")
+            from ._feedback import calibrate_feedback
+
+            result = calibrate_feedback(
+                scorer_id, feedback=args.feedback, phoenix_url=args.phoenix_url,
+                phoenix_project=args.phoenix_project, threshold=threshold,
+                label_threshold=args.label_threshold, min_accuracy=args.min_accuracy,
+                min_kappa=args.min_kappa)
+        elif not args.data:
+            raise UsageError("give the labelled DATA file, --feedback FILE or --phoenix-url URL")
+        else:
+            judge = judge_from_args(args)
+            result = calibrate(
+                args.data, scorer_id, judge=judge, threshold=threshold,
+                label_threshold=args.label_threshold, state_file=args.state,
+                concurrency=args.concurrency, progress=args.progress,
+                min_accuracy=args.min_accuracy, min_kappa=args.min_kappa,
+            )
     except (UsageError, ConfigurationError, OSError) as exc:
         print(f"tracescore calibrate: error: {exc}", file=sys.stderr)
         return EXIT_USAGE

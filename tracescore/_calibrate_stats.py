@@ -11,6 +11,10 @@ Sources:
   succession, and statistical inference", JASA 22(158), 1927, pp. 209-212.
 * The kappa interval is a percentile bootstrap over items (B. Efron and R. Tibshirani, "An
   Introduction to the Bootstrap", 1993, ch. 13), seeded so a report is reproducible.
+* Whether a threshold should move: an exact McNemar test (Q. McNemar, "Note on the sampling
+  error of the difference between correlated proportions or percentages", Psychometrika 12(2),
+  1947, pp. 153-157) on the items the two thresholds label differently: under "no better",
+  those that become right and those that become wrong are equally likely (binomial, p = 1/2).
 * The interpretation bands quoted in reports (slight < 0.2 < fair < 0.4 < moderate < 0.6 <
   substantial < 0.8 < almost perfect): J. R. Landis and G. G. Koch, "The measurement of
   observer agreement for categorical data", Biometrics 33(1), 1977, pp. 159-174.
@@ -30,6 +34,8 @@ __all__ = [
     "cohen_kappa",
     "kappa_band",
     "kappa_interval",
+    "mcnemar_p",
+    "threshold_advice",
     "wilson_interval",
 ]
 
@@ -242,3 +248,56 @@ def kappa_interval(
     low = values[int(math.floor(tail * (len(values) - 1)))]
     high = values[int(math.ceil((1 - tail) * (len(values) - 1)))]
     return low, high
+
+
+def mcnemar_p(gained: int, lost: int) -> float:
+    """The exact two-sided McNemar p-value for ``gained`` items that one labelling gets right
+    and the other wrong against ``lost`` the other way round (McNemar 1947).
+
+    Example:
+        >>> round(mcnemar_p(9, 1), 4)
+        0.0215
+    """
+    n = gained + lost
+    if n == 0:
+        return 1.0
+    k = min(gained, lost)
+    tail = sum(math.comb(n, i) for i in range(k + 1)) / 2 ** n
+    return min(1.0, 2 * tail)
+
+
+def threshold_advice(
+    pairs: Sequence[tuple[float, bool]], current: float, higher_is_better: bool = True,
+    alpha: float = 0.05,
+) -> dict[str, object] | None:
+    """Whether the threshold should move to the one that maximises agreement on ``pairs``.
+
+    It should when the best threshold labels more items like the humans than ``current`` does
+    and the exact McNemar test on the items the two label differently gives p < ``alpha``;
+    otherwise the difference is within what chance gives on this many items.
+
+    Returns:
+        ``{"move", "current", "best", "gained", "lost", "p_value", "text"}``; None without
+        pairs.
+    """
+    best = best_threshold(pairs, current, higher_is_better)
+    if best is None:
+        return None
+    gained = lost = 0
+    for score, human in pairs:
+        now = judge_passes(score, current, higher_is_better) == human
+        then = judge_passes(score, best.threshold, higher_is_better) == human
+        gained += then and not now
+        lost += now and not then
+    p = mcnemar_p(gained, lost)
+    move = gained > lost and p < alpha
+    if best.threshold == current or gained == lost == 0:
+        text = f"keep the threshold at {current:g}: no other threshold agrees better"
+    elif move:
+        text = (f"move the threshold from {current:g} to {best.threshold:g}: {gained} more "
+                f"item(s) agree and {lost} fewer (exact McNemar p = {p:.3g})")
+    else:
+        text = (f"keep the threshold at {current:g}: {best.threshold:g} agrees on {gained} more "
+                f"and {lost} fewer item(s) here, within chance (exact McNemar p = {p:.3g})")
+    return {"move": move, "current": current, "best": best.threshold, "gained": gained,
+            "lost": lost, "p_value": p, "text": text}

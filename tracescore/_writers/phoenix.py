@@ -73,7 +73,11 @@ class PhoenixAnnotationWriter:
         request = outcome.request
         if not request.span_id:  # run_evals without tracing: nothing in Phoenix to annotate
             return
-        annotation = annotation_for(outcome)
+        self.add(annotation_for(outcome))
+
+    def add(self, annotation: dict[str, Any]) -> None:
+        """Queue one annotation (the ``data`` item of the request body) as ``write`` does;
+        ``tracescore.record_feedback`` queues human verdicts here."""
         with self._cond:
             if self._stopping or len(self._queue) >= MAX_QUEUE:
                 self.dropped += 1

@@ -1,0 +1,189 @@
+"""The judge-quality table from the results file: per split, model, engine, scorer and prompt
+set, the items scored, accuracy at threshold 0.5 with its 95% Wilson interval, Cohen's kappa
+with a 95% percentile-bootstrap interval, the confusion matrix, judge tokens and seconds per
+item, and the load the machine was under.
+
+A judge pass is a score >= 0.5 for higher-is-better scorers and <= 0.5 for the lower-is-better
+ones (hallucination); a HaluEval right answer is a human pass, a hallucinated one a human fail.
+Items whose scoring failed (an invalid judge answer, a timeout, a peer's NaN) are counted apart
+and left out of the agreement, as ``tracescore calibrate`` does; "not scorable" likewise.
+
+Tokens per item are what one scorer costs on its own. The benchmark runs faithfulness and then
+hallucination on each item; with ``tracescore-v1`` both send the same two requests and one
+judge with a request cache answers the second scorer from the first: its standalone cost is
+then the first's (taken from the faithfulness record of the same item).
+
+``--paired`` restricts every row to the items that every listed row scored, so engines are
+compared on the same answers. ``--docs`` rewrites the table between the markers of
+docs/judge-quality.md.
+
+Run::
+
+    python benchmarks/judge_quality/report.py [--results FILE] [--paired] [--docs]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parents[1]
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
+
+from tracescore import _calibrate_stats as stats  # noqa: E402
+
+THRESHOLD = 0.5
+LOWER_IS_BETTER = {"hallucination", "deepeval-hallucination"}
+DOCS = REPO / "docs" / "judge-quality.md"
+START, END = "<!-- judge-quality-table:start -->", "<!-- judge-quality-table:end -->"
+ORDER = {"faithfulness": 0, "ragas-faithfulness": 1, "deepeval-faithfulness": 2,
+         "hallucination": 3, "deepeval-hallucination": 4}
+
+
+def read(path: Path) -> list[dict[str, Any]]:
+    """The last record of each key (a rerun after an error appends a newer line)."""
+    latest: dict[tuple[str, ...], dict[str, Any]] = {}
+    for line in path.read_text(encoding="utf-8").splitlines():
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        key = (record["id"], record["scorer"], record["prompt_set"], record["model_sha256"])
+        if key in latest and latest[key]["status"] != "error" and record["status"] == "error":
+            continue
+        latest[key] = record
+    return list(latest.values())
+
+
+def standalone_tokens(records: list[dict[str, Any]]) -> None:
+    """Give each record ``tokens`` (prompt + completion) as if its scorer ran alone."""
+    faith = {(r["id"], r["prompt_set"], r["model_sha256"]): r for r in records
+             if r["scorer"] == "faithfulness" and r["engine"] == "tracescore"}
+    for r in records:
+        tokens = (r.get("prompt_tokens") or 0) + (r.get("completion_tokens") or 0)
+        r["calls"] = r.get("judge_calls") or 0
+        if r["engine"] == "tracescore" and r["scorer"] == "hallucination" and \
+                r.get("cache_hits") and r.get("judge_calls") == 0:
+            twin = faith.get((r["id"], r["prompt_set"], r["model_sha256"]))
+            if twin is not None:
+                tokens = (twin.get("prompt_tokens") or 0) + (twin.get("completion_tokens") or 0)
+                r["calls"] = twin.get("judge_calls") or 0
+        r["tokens"] = tokens
+
+
+def row_of(key: tuple[str, ...], group: list[dict[str, Any]]) -> dict[str, Any]:
+    split, model, sha, engine, scorer, prompt_set = key
+    scored = [r for r in group if r["status"] == "scored" and r.get("score") is not None]
+    pairs = [(float(r["score"]), r["label"] == "pass") for r in scored]
+    a = stats.agreement(pairs, THRESHOLD, scorer not in LOWER_IS_BETTER)
+    agree = a.true_pass + a.true_fail
+    wilson = stats.wilson_interval(agree, a.n)
+    kappa_ci = stats.kappa_interval(a.true_pass, a.false_pass, a.false_fail, a.true_fail)
+    loads = [r["load1"] for r in group if r.get("load1") is not None]
+    return {
+        "split": split, "model": model, "model_sha256": sha, "engine": engine,
+        "scorer": scorer, "prompt_set": prompt_set,
+        "server_version": sorted({str(r.get("server_version")) for r in group}),
+        "items": len(group), "scored": a.n,
+        "errors": sum(r["status"] == "error" for r in group),
+        "not_scorable": sum(r["status"] == "not_scorable" for r in group),
+        "agree": agree, "accuracy": a.accuracy, "accuracy_ci95": wilson,
+        "kappa": a.kappa, "kappa_ci95": kappa_ci, "confusion": a.confusion(),
+        "calls_per_item": statistics.fmean(r["calls"] for r in scored) if scored else None,
+        "tokens_per_item": statistics.fmean(r["tokens"] for r in scored) if scored else None,
+        "seconds_per_item": statistics.fmean(r["seconds"] for r in group) if group else None,
+        "load1": [min(loads), max(loads)] if loads else None,
+    }
+
+
+def table(records: list[dict[str, Any]], paired: bool) -> list[dict[str, Any]]:
+    standalone_tokens(records)
+    groups: dict[tuple[str, ...], list[dict[str, Any]]] = defaultdict(list)
+    for r in records:
+        groups[(r["split"], r["model"], r["model_sha256"], r["engine"], r["scorer"],
+                r["prompt_set"])].append(r)
+    if paired:
+        for split in {k[0] for k in groups}:
+            keys = [k for k in groups if k[0] == split]
+            common = set.intersection(*({r["id"] for r in groups[k]
+                                         if r["status"] != "error"} for k in keys))
+            for k in keys:
+                groups[k] = [r for r in groups[k] if r["id"] in common]
+    rows = [row_of(k, g) for k, g in groups.items() if g]
+    rows.sort(key=lambda r: (r["split"] != "heldout", r["model"], ORDER.get(r["scorer"], 9),
+                             r["prompt_set"]))
+    return rows
+
+
+def pct(value: float | None) -> str:
+    return "-" if value is None else f"{value:.0%}"
+
+
+def markdown(rows: list[dict[str, Any]]) -> str:
+    lines = [
+        "| split | scorer | prompts | scored (errors) | accuracy [95% CI] | kappa [95% CI] "
+        "| confusion (TP FN / FP TN) | calls/item | tokens/item | s/item | load |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        ci = r["accuracy_ci95"]
+        acc = "-" if r["accuracy"] is None else (
+            f"{r['agree']}/{r['scored']} = {pct(r['accuracy'])} [{pct(ci[0])}, {pct(ci[1])}]")
+        k, kci = r["kappa"], r["kappa_ci95"]
+        kappa = "-" if k is None else f"{k:.2f}" + (
+            f" [{kci[0]:.2f}, {kci[1]:.2f}]" if kci else "")
+        c = r["confusion"]
+        conf = f"{c['pass']['pass']} {c['pass']['fail']} / {c['fail']['pass']} {c['fail']['fail']}"
+        calls = "-" if r["calls_per_item"] is None else f"{r['calls_per_item']:.1f}"
+        tokens = "-" if r["tokens_per_item"] is None else f"{r['tokens_per_item']:,.0f}"
+        secs = "-" if r["seconds_per_item"] is None else f"{r['seconds_per_item']:.0f}"
+        load = "-" if r["load1"] is None else f"{r['load1'][0]:.0f}-{r['load1'][1]:.0f}"
+        name = r["scorer"] if r["engine"] == "tracescore" else f"{r['scorer']} ({r['engine']})"
+        lines.append(
+            f"| {r['split']} | {name} | {r['prompt_set']} | {r['scored']} ({r['errors']}) "
+            f"| {acc} | {kappa} | {conf} | {calls} | {tokens} | {secs} | {load} |")
+    models = sorted({(r["model"], r["model_sha256"], ", ".join(r["server_version"]))
+                     for r in rows})
+    for model, sha, server in models:
+        lines.append(f"\nModel `{model}`, sha256 `{sha}`, server {server}.")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--results", type=Path,
+                        default=HERE / "results" / "qwen2.5-coder-1.5b-q4_k_m.jsonl")
+    parser.add_argument("--paired", action="store_true")
+    parser.add_argument("--split", help="only this split")
+    parser.add_argument("--docs", action="store_true", help="rewrite docs/judge-quality.md's "
+                        "table (held-out and dev, all items, then paired)")
+    parser.add_argument("--json", type=Path, help="write the rows as JSON here")
+    args = parser.parse_args(argv)
+    records = read(args.results)
+    if args.split:
+        records = [r for r in records if r["split"] == args.split]
+    rows = table(records, args.paired)
+    text = markdown(rows)
+    print(text)
+    if args.json:
+        args.json.write_text(json.dumps(rows, indent=1) + "\n", encoding="utf-8")
+    if args.docs:
+        paired = markdown(table(read(args.results), True))
+        block = (f"{START}\nAll items each row finished:\n\n{text}\n\nOnly the items every row "
+                 f"of the split finished (paired):\n\n{paired}\n{END}")
+        doc = DOCS.read_text(encoding="utf-8")
+        head, _, rest = doc.partition(START)
+        _, _, tail = rest.partition(END)
+        DOCS.write_text(head + block + tail, encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
