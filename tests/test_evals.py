@@ -1051,3 +1051,26 @@ def test_example_eval_test_runs_under_pytest(tmp_path: Path) -> None:
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "2 passed" in proc.stdout
+
+
+def test_tool_calls_in_the_targets_openai_messages_reach_the_scorer() -> None:
+    # Issue 25: run_evals passed tool_calls=[] whatever the target returned, which won over the
+    # calls in the output: the code scorer said "Called no tool" (0) where scorer.run() on the
+    # same output gives 1.
+    from tracescore.scorers import create_tool_call_accuracy_scorer_code
+
+    messages = [
+        {"role": "user", "content": "Weather in Paris?"},
+        {"role": "assistant", "content": None, "tool_calls": [
+            {"id": "c1", "type": "function",
+             "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'}}]},
+        {"role": "tool", "tool_call_id": "c1", "content": "18 C"},
+        {"role": "assistant", "content": "It is 18 C in Paris."},
+    ]
+    scorer = create_tool_call_accuracy_scorer_code(expected_tool="get_weather")
+    assert scorer.run(input="Weather in Paris?", output=messages).score == 1.0
+
+    result = tracescore.run_evals(data=[{"input": "Weather in Paris?"}], scorers=[scorer],
+                                  target=lambda question: messages)
+
+    assert result.scores["tool-call-accuracy-code"] == 1.0

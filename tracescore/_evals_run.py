@@ -279,8 +279,13 @@ def _request_for(item: EvalItem, output: Any, span: Span | None) -> ScoringReque
 def _item_kwargs(request: ScoringRequest, item: EvalItem, scorer: Any) -> dict[str, Any]:
     """The scorer's arguments for one item: as online (``scorer_kwargs``), except that every
     scorer sees the item's ground truth and, when the item has one, its context (a dataset
-    row states what each item offers; a custom scorer may read it without declaring it)."""
+    row states what each item offers; a custom scorer may read it without declaring it).
+    Tool calls are passed only when the request has some: a target that returns OpenAI
+    messages carries its calls in the output, where the scorer reads them (an empty list
+    passed here would win over them and read as "no tool was called")."""
     kwargs = scorer_kwargs(request, scorer)
+    if not request.tool_calls:
+        kwargs.pop("tool_calls", None)
     kwargs.setdefault("ground_truth", item.ground_truth)
     if item.context is not None:
         kwargs["context"] = list(item.context)

@@ -6,50 +6,154 @@ tracescore's own.
 
 Base forms come from simplemma (MIT, zero dependencies, maintained, its dictionaries ship inside
 the wheel, so it works offline with no download step). It lemmatizes word by word without a
-part-of-speech tagger, so every word's base form is added, not only the verbs' (``cats`` also
-gives ``cat``, ``ran`` gives ``run``); taggers that could tell verbs apart (spaCy models, NLTK
-data) are downloaded at run time, which tracescore must not do.
+part-of-speech tagger, so every word has a base form, not only the verbs (``cats`` -> ``cat``,
+``ran`` -> ``run``); an input word counts as covered when its surface form or its base form is
+covered, so an inflected word is never half missing. Taggers that could tell verbs apart (spaCy
+models, NLTK data) are downloaded at run time, which tracescore must not do.
+
+CJK text (Han, Hiragana, Katakana) has no spaces between words; it is segmented into
+overlapping character bigrams, the dictionary-free method search engines use for CJK (e.g.
+Lucene's CJK bigram filter), so a reordered sentence still shares its words. Dictionary
+segmenters on PyPI (jieba, last released 2020; janome; fugashi with a MeCab dictionary) are
+per-language and tens of megabytes; bigrams need nothing and treat Chinese and Japanese alike.
 """
 
 from __future__ import annotations
 
 import functools
-import re
 import unicodedata
 from collections.abc import Callable, Sequence
 
 from tracescore._errors import ConfigurationError
 from tracescore.scorers._base import Scorer, ScorerRun
 
-__all__ = ["content_words", "covered_words", "create_completeness_scorer", "words_match"]
+__all__ = [
+    "content_words",
+    "covered_words",
+    "create_completeness_scorer",
+    "strip_latin_accents",
+    "words_match",
+]
 
 SCORER_ID = "completeness"
 
-# Letters and digits of any script; everything else (punctuation, spaces, symbols, "_")
-# separates words.
-_WORD = re.compile(r"[^\W_]+")
 # Words this short match only exactly; longer ones may match by containment.
 _EXACT_MATCH_MAX_LENGTH = 3
 _CONTAINMENT_MIN_RATIO = 0.6
 # Longer words match only exactly (see covered_words).
 _MAX_FUZZY_LENGTH = 64
 _MAX_LISTED = 10
+_APOSTROPHES = frozenset("'\u2019\u02bc")
+# Scripts written without spaces between words: Han, Hiragana, Katakana (and their
+# extensions and half-width forms).
+_CJK_RANGES = ((0x3040, 0x30FF), (0x31F0, 0x31FF), (0x3400, 0x4DBF), (0x4E00, 0x9FFF),
+               (0xF900, 0xFAFF), (0xFF66, 0xFF9F), (0x20000, 0x2FA1F))
 
 
-def _strip_accents(text: str) -> str:
-    decomposed = unicodedata.normalize("NFD", text)
-    return unicodedata.normalize(
-        "NFC", "".join(c for c in decomposed if unicodedata.category(c) != "Mn")
-    )
+def _is_cjk(char: str) -> bool:
+    code = ord(char)
+    return any(low <= code <= high for low, high in _CJK_RANGES)
+
+
+def _is_word_char(char: str) -> bool:
+    # Letters, digits and combining marks (a Devanagari vowel sign or virama is part of its
+    # word, not a separator).
+    return unicodedata.category(char)[0] in "LNM"
+
+
+@functools.lru_cache(maxsize=4096)
+def _is_latin(char: str) -> bool:
+    return unicodedata.name(char, "").startswith("LATIN ")
+
+
+def strip_latin_accents(word: str) -> str:
+    """Remove the combining accents of Latin letters only (``café`` -> ``cafe``).
+
+    A mark on a letter of another script changes the letter (``バ`` is not ``ハ``, Cyrillic
+    ``й`` is not ``и``, a Devanagari vowel sign is part of the syllable) and stays.
+
+    Example:
+        >>> strip_latin_accents("Crème"), strip_latin_accents("バス"), strip_latin_accents("й")
+        ('Creme', 'バス', 'й')
+    """
+    decomposed = unicodedata.normalize("NFD", word)
+    kept: list[str] = []
+    base_is_latin = False
+    for char in decomposed:
+        if unicodedata.category(char) == "Mn":
+            if base_is_latin:
+                continue
+        else:
+            base_is_latin = _is_latin(char)
+        kept.append(char)
+    return unicodedata.normalize("NFC", "".join(kept))
+
+
+def _tokens(text: str) -> list[str]:
+    """Lowercased words in order: runs of letters, digits and combining marks, an apostrophe
+    between two letters kept (``don't``, ``l'eau``); a run of CJK characters becomes its
+    overlapping character bigrams (a lone character stays whole), the dictionary-free
+    segmentation search engines use for CJK (e.g. Lucene's CJK bigram filter)."""
+    text = unicodedata.normalize("NFC", text).lower()
+    out: list[str] = []
+    word: list[str] = []
+    cjk: list[str] = []
+
+    def close_word() -> None:
+        if word:
+            out.append("".join(word))
+        word.clear()
+
+    def close_cjk() -> None:
+        if len(cjk) == 1:
+            out.append(cjk[0])
+        out.extend(cjk[i] + cjk[i + 1] for i in range(len(cjk) - 1))
+        cjk.clear()
+
+    for index, char in enumerate(text):
+        if _is_cjk(char):
+            close_word()
+            cjk.append(char)
+            continue
+        if cjk and unicodedata.category(char) == "Mn":  # a mark on a CJK character
+            cjk[-1] += char
+            continue
+        close_cjk()
+        if _is_word_char(char):
+            word.append(char)
+        elif (char in _APOSTROPHES and word and index + 1 < len(text)
+              and _is_word_char(text[index + 1])):
+            word.append("'")
+        else:
+            close_word()
+    close_word()
+    close_cjk()
+    return out
+
+
+def _forms(text: str, lemmatize: Callable[[str], str] | None) -> list[tuple[str, str]]:
+    """Each distinct word of ``text`` with its base form, in order: ``(surface, lemma)``,
+    both lowercased and stripped of Latin accents (the lemma is looked up before accents
+    are stripped: lemma dictionaries spell words with them)."""
+    seen: dict[str, str] = {}
+    for token in _tokens(text):
+        surface = strip_latin_accents(token)
+        if surface in seen:
+            continue
+        lemma = surface
+        if lemmatize is not None and not _is_cjk(token[0]):
+            lemma = strip_latin_accents(lemmatize(token).lower()) or surface
+        seen[surface] = lemma
+    return list(seen.items())
 
 
 def content_words(text: str, lemmatize: Callable[[str], str] | None = None) -> list[str]:
     """The words compared by completeness, each once, in order of first appearance.
 
-    Every word (a run of letters or digits; any other character splits words) is lowercased
-    and stripped of accents; when ``lemmatize`` is given, each word's base form follows it
-    (``ran`` -> ``ran``, ``run``). Words are lemmatized before accents are stripped, because
-    lemma dictionaries spell words with their accents.
+    Words are runs of letters, digits and combining marks (an apostrophe between letters
+    kept: ``don't`` is one word), lowercased, with the accents of Latin letters stripped; CJK
+    text is segmented into character bigrams. With ``lemmatize``, each word's base form
+    follows it when it differs (the scorer counts a word covered when either form is).
 
     Args:
         text: any text.
@@ -59,17 +163,15 @@ def content_words(text: str, lemmatize: Callable[[str], str] | None = None) -> l
         The words; ``[]`` when the text has no letters or digits.
 
     Example:
-        >>> content_words("Café-owners' RÉSUMÉS, 2024!")
-        ['cafe', 'owners', 'resumes', '2024']
+        >>> content_words("Café-owners don't ran")
+        ['cafe', 'owners', "don't", 'ran']
     """
-    seen: dict[str, None] = {}
-    for match in _WORD.finditer(text):
-        word = match.group().lower()
-        forms = [word] if lemmatize is None else [word, lemmatize(word).lower()]
-        for form in forms:
-            for piece in _WORD.findall(_strip_accents(form)):
-                seen.setdefault(piece, None)
-    return list(seen)
+    out: list[str] = []
+    for surface, lemma in _forms(text, lemmatize):
+        out.append(surface)
+        if lemma != surface:
+            out.append(lemma)
+    return list(dict.fromkeys(out))
 
 
 def words_match(wanted: str, candidate: str) -> bool:
@@ -150,11 +252,14 @@ def create_completeness_scorer(*, language: str = "en") -> Scorer:
     """Score how many of the input's words the output covers.
 
     Both texts (the judged question, i.e. the first user message, and the judged answer) become
-    word sets with ``content_words``: every word lowercased, accents stripped, split at any
-    character that is not a letter or digit, plus each word's base form (simplemma, for
-    ``language``). The score is the share of input words that an output word covers
-    (``words_match``: 3 characters or fewer exactly, longer ones by containment when the shorter
-    is over 60% of the longer). Not rounded; no judge.
+    words: runs of letters, digits and combining marks (an apostrophe between letters kept, so
+    ``don't`` stays one word), lowercased, the accents of Latin letters stripped (``café`` ->
+    ``cafe``; marks that change a letter in other scripts, such as kana dakuten or Devanagari
+    vowel signs, stay), CJK runs split into character bigrams. Each word has a base form
+    (simplemma, for ``language``). An input word is covered when its surface form or its base
+    form is covered by an output word or base form (``words_match``: 3 characters or fewer
+    exactly, longer ones by containment when the shorter is over 60% of the longer). Not
+    rounded; no judge.
 
     Formula (SCORERS.md, from the Mastra evals' completeness): ``covered / input words``; an
     input without words (only punctuation or symbols) gives 1 when the output has none either,
@@ -162,14 +267,16 @@ def create_completeness_scorer(*, language: str = "en") -> Scorer:
     counts).
 
     Differences from Mastra, on purpose: letters and digits of every script are words (Mastra's
-    ``[a-z0-9]`` class drops ``ß``, Greek, Cyrillic and CJK text entirely); base forms are added
-    for every word (no tagger, see the module docstring).
+    ``[a-z0-9]`` class drops ``ß``, Greek, Cyrillic and CJK text entirely); base forms are
+    taken for every word (no tagger, see the module docstring).
 
-    ``preprocess_step_result``: ``{"input_words": [...], "output_words": [...]}``;
-    ``analyze_step_result``: ``{"covered_words": [...], "missing_words": [...]}``.
+    ``preprocess_step_result``: ``{"input_words", "input_lemmas", "output_words",
+    "output_lemmas"}`` (the lemma lists aligned with the word lists); ``analyze_step_result``:
+    ``{"covered_words": [...], "missing_words": [...]}`` (input surface forms).
 
-    An empty output covers nothing: it scores 0 against an input with words (SCORERS.md: a
-    missing answer is a real failure, not a comparison that cannot be made).
+    Empty output (the rule every heuristic scorer follows, see the README): an empty output
+    against an input with words scores 0 (a missing answer is a real failure, not a
+    comparison that cannot be made).
 
     Not scorable: an input without text (no user message): there is nothing to cover.
 
@@ -186,8 +293,8 @@ def create_completeness_scorer(*, language: str = "en") -> Scorer:
 
     Example:
         >>> scorer = create_completeness_scorer()
-        >>> scorer.run(input="Which cats ran?", output="The cat runs.").score
-        0.6
+        >>> round(scorer.run(input="Which cats ran?", output="The cat runs.").score, 2)
+        0.67
     """
     try:
         import simplemma
@@ -208,19 +315,27 @@ def create_completeness_scorer(*, language: str = "en") -> Scorer:
     lemmatize = _lemmatizer(language)
 
     def preprocess(run: ScorerRun) -> dict[str, list[str]]:
+        wanted = _forms(run.input_text, lemmatize)
+        given = _forms(run.output_text, lemmatize)
         return {
-            "input_words": content_words(run.input_text, lemmatize),
-            "output_words": content_words(run.output_text, lemmatize),
+            "input_words": [surface for surface, _ in wanted],
+            "input_lemmas": [lemma for _, lemma in wanted],
+            "output_words": [surface for surface, _ in given],
+            "output_lemmas": [lemma for _, lemma in given],
         }
 
     def analyze(run: ScorerRun) -> dict[str, list[str]]:
         assert run.preprocess_result is not None
-        wanted = run.preprocess_result["input_words"]
-        covered = covered_words(wanted, run.preprocess_result["output_words"])
+        result = run.preprocess_result
+        available = list(dict.fromkeys(result["output_words"] + result["output_lemmas"]))
+        pairs = list(zip(result["input_words"], result["input_lemmas"], strict=True))
+        forms = list(dict.fromkeys(f for pair in pairs for f in pair))
+        hit = set(covered_words(forms, available))
+        covered = [surface for surface, lemma in pairs if surface in hit or lemma in hit]
         covered_set = set(covered)
         return {
             "covered_words": covered,
-            "missing_words": [w for w in wanted if w not in covered_set],
+            "missing_words": [w for w, _ in pairs if w not in covered_set],
         }
 
     def score(run: ScorerRun) -> float:
