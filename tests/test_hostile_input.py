@@ -94,8 +94,9 @@ def test_hostile_outputs_do_not_cost_other_spans_their_scores(capscore: Any) -> 
         friendly("Which cats ran?")
 
     events = events_by_span(capscore)
+    # which, cats, ran: cats and ran (its base form run) are covered, which is not.
     assert [e["gen_ai.evaluation.score.value"] for e in events["invoke_agent friendly"]] == [
-        0.8
+        pytest.approx(2 / 3)
     ] * 3
     hostile_events = events["invoke_agent hostile"]
     assert len(hostile_events) == 3
