@@ -141,15 +141,30 @@ def load1() -> float | None:
         return None
 
 
+_JUDGES: dict[bool, Any] = {}
+
+
+def judge_for(args: argparse.Namespace, share: bool) -> Any:
+    """One judge per run (it learns once that llama.cpp refuses ``json_schema``): with a
+    request cache when the prompt set's scorers share requests (``tracescore-v1``), else
+    without, so that each scorer's cost is its own."""
+    if share not in _JUDGES:
+        import tracescore
+
+        _JUDGES[share] = tracescore.Judge(
+            f"openai/{args.model}", api_base=args.server, api_key="none",
+            timeout=args.timeout, max_retries=1, cache_size=64 if share else 0)
+    return _JUDGES[share]
+
+
 async def run_tracescore(item: dict[str, Any], scorers: list[str], prompt_set: str,
                          args: argparse.Namespace, meta: dict[str, Any]) -> list[dict[str, Any]]:
-    """Score one item with tracescore's scorers; one judge with a request cache for the item,
-    so faithfulness and hallucination share their identical requests (the claims call)."""
-    import tracescore
+    """Score one item with tracescore's scorers. The default prompt set runs each scorer on
+    its own (no shared requests); ``tracescore-v1``'s scorers send identical requests, which
+    one judge's cache answers once (the report gives each scorer its standalone cost)."""
     from tracescore import scorers as prebuilt
 
-    judge = tracescore.Judge(f"openai/{args.model}", api_base=args.server, api_key="none",
-                             timeout=args.timeout, max_retries=1, cache_size=16)
+    judge = judge_for(args, share=prompt_set != "default")
     factories = {"faithfulness": prebuilt.create_faithfulness_scorer,
                  "hallucination": prebuilt.create_hallucination_scorer}
     out = []
@@ -158,7 +173,7 @@ async def run_tracescore(item: dict[str, Any], scorers: list[str], prompt_set: s
         if prompt_set != "default":
             options["prompt_set"] = prompt_set
         scorer = factories[scorer_id](**options)
-        hits_before = judge.cache_info().hits
+        hits_before = judge.cache_info().hits if judge.cache_size else 0
         started = time.perf_counter()
         record: dict[str, Any] = {}
         try:
@@ -176,7 +191,7 @@ async def run_tracescore(item: dict[str, Any], scorers: list[str], prompt_set: s
             record = {"status": "error", "score": None,
                       "error": f"{type(exc).__name__}: {exc}"[:600],
                       "judge_calls": None, "prompt_tokens": None, "completion_tokens": None}
-        record["cache_hits"] = judge.cache_info().hits - hits_before
+        record["cache_hits"] = (judge.cache_info().hits - hits_before) if judge.cache_size else 0
         record["seconds"] = round(time.perf_counter() - started, 2)
         out.append({**base_record(item, scorer_id, prompt_set, "tracescore", meta), **record})
     return out
@@ -255,6 +270,10 @@ def next_work(plan: list[dict[str, Any]], rows: list[dict[str, str]],
 
 
 def main(argv: list[str] | None = None) -> int:
+    return asyncio.run(amain(argv))
+
+
+async def amain(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--plan", type=Path, default=HERE / "plan.json")
     parser.add_argument("--results", type=Path,
@@ -315,8 +334,8 @@ def main(argv: list[str] | None = None) -> int:
                 for item in items:
                     scorers = [s for s in task["scorers"]
                                if (item["id"], s, task["prompt_set"], sha) not in done]
-                    for record in asyncio.run(run_tracescore(item, scorers, task["prompt_set"],
-                                                             args, meta)):
+                    for record in await run_tracescore(item, scorers, task["prompt_set"],
+                                                       args, meta):
                         append(args.results, record)
                         attempted.add(record_key(record))
                         show(record)
