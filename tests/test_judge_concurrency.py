@@ -375,3 +375,33 @@ def test_a_refused_connection_fails_at_once_with_a_plain_message(
         assert "ssl" not in message.lower()
     warnings = [r for r in caplog.records if "connection refused" in r.getMessage()]
     assert len(warnings) == 1
+
+
+@pytest.mark.timeout(120)
+def test_eval_against_a_judge_that_is_not_there_says_so_plainly(tmp_path: Any) -> None:
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parents[1]
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    (tmp_path / "agent_mod.py").write_text("def answer(q):\n    return 'Paris.'\n")
+    (tmp_path / "data.jsonl").write_text("".join(
+        json.dumps({"input": f"capital of France ({i})?"}) + "\n" for i in range(6)))
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("TRACESCORE_", "OTEL_", "OPENAI_"))}
+    env.update(LITELLM_OFFLINE_MODE="true", PYTHONPATH=str(repo))
+
+    proc = subprocess.run(
+        [sys.executable, "-m", "tracescore", "eval", "data.jsonl", "--target",
+         "agent_mod:answer", "--scorer", "answer-relevancy", "--judge", "judge",
+         "--judge-api-base", f"http://127.0.0.1:{port}/v1"],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=110)
+
+    output = proc.stdout + proc.stderr
+    assert proc.returncode != 0, output
+    assert f"connection refused at http://127.0.0.1:{port}/v1" in output, output
+    assert "ssl" not in output.lower(), output
