@@ -12,11 +12,13 @@ The automatic limit, decided once per judge on its first call:
 
 - a judge whose server is not local (a hosted API, a gateway): no limit of its own; the
   engine's ``max_concurrency`` bounds the calls;
-- a local server (``api_base`` on a loopback or private address, ``localhost``, ``*.local``,
-  ``host.docker.internal``, or an ``ollama/`` model without one) that reports its slots: that
-  many (llama.cpp's ``llama-server`` answers ``GET /props`` with ``total_slots``);
+- a local server (``api_base`` on a loopback, link-local or private address, ``localhost``,
+  ``*.local``, ``host.docker.internal``, or an ``ollama/`` model without one) that reports its
+  slots: that many (llama.cpp's ``llama-server`` answers ``GET /props`` with ``total_slots``);
 - a local vLLM server (``GET /v1/models`` says ``owned_by: vllm``): no limit, vLLM batches;
-- any other local server: 1.
+- Ollama (``GET /api/version`` answers): 1;
+- any other server on this machine: 1; on a private network address (it may be a gateway
+  serving many): no limit.
 
 This is a fixed limit, not an adaptive one: a server that reports its slots is taken at its
 word, and one that does not is most likely a laptop serving one request at a time.
@@ -74,30 +76,45 @@ def api_base_of(model: str, kwargs: dict[str, Any]) -> str | None:
     return None
 
 
+def locality(api_base: str | None) -> str:
+    """Where ``api_base`` is: ``"machine"`` (a loopback or link-local address, ``localhost``,
+    a ``.localhost``/``.local`` name, ``host.docker.internal``), ``"network"`` (a private
+    address: another machine of one's own network, or a gateway inside a cluster), or
+    ``"remote"`` (anything else, and names that are not addresses).
+
+    Example:
+        >>> locality("http://127.0.0.1:8080/v1"), locality("http://10.0.0.5:4000")
+        ('machine', 'network')
+    """
+    if not api_base:
+        return "remote"
+    try:
+        host = urllib.parse.urlsplit(api_base if "//" in api_base else f"//{api_base}").hostname
+    except ValueError:
+        return "remote"
+    if not host:
+        return "remote"
+    host = host.lower().rstrip(".")
+    if host in _LOCAL_NAMES or host.endswith(_LOCAL_SUFFIXES):
+        return "machine"
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        return "remote"
+    if address.is_loopback or address.is_link_local or address.is_unspecified:
+        return "machine"
+    return "network" if address.is_private else "remote"
+
+
 def is_local(api_base: str | None) -> bool:
-    """Whether ``api_base`` points at a server of one's own: a loopback, private or link-local
-    address, ``localhost``, a ``.local``/``.localhost`` name or ``host.docker.internal``.
+    """Whether ``api_base`` points at a server of one's own: on this machine or on a private
+    network address (``locality``).
 
     Example:
         >>> is_local("http://127.0.0.1:8080/v1"), is_local("https://api.openai.com/v1")
         (True, False)
     """
-    if not api_base:
-        return False
-    try:
-        host = urllib.parse.urlsplit(api_base if "//" in api_base else f"//{api_base}").hostname
-    except ValueError:
-        return False
-    if not host:
-        return False
-    host = host.lower().rstrip(".")
-    if host in _LOCAL_NAMES or host.endswith(_LOCAL_SUFFIXES):
-        return True
-    try:
-        address = ipaddress.ip_address(host)
-    except ValueError:
-        return False
-    return address.is_loopback or address.is_private or address.is_link_local
+    return locality(api_base) != "remote"
 
 
 def check_max_concurrency(value: object) -> int | None:
@@ -133,17 +150,18 @@ class CallLimit:
                  headers: dict[str, str] | None = None) -> None:
         self.model = model
         self.api_base = api_base
-        self.local = is_local(api_base)
+        self.locality = locality(api_base)
         self._headers = dict(headers or {})
         self.limit: int | None = None
         self.source = ""
         self._resolved = False
         if requested is not None:
             self._set(requested or None, f"Judge(max_concurrency={requested})")
-        elif not self.local:
+        elif self.locality == "remote":
             self._set(None, "not a local server: the engine's max_concurrency bounds the calls")
         self._resolving: asyncio.Future[None] | None = None
         self._in_flight = 0
+        self._loop: asyncio.AbstractEventLoop | None = None
         self._waiters: collections.deque[asyncio.Future[None]] = collections.deque()
 
     def _set(self, limit: int | None, source: str) -> None:
@@ -174,7 +192,8 @@ class CallLimit:
             return
         self._resolving = asyncio.get_running_loop().create_future()
         try:
-            limit, source = await probe_slots(self.api_base or "", self._headers)
+            limit, source = await probe_slots(self.api_base or "", self._headers,
+                                              self.locality == "machine")
             if not self._resolved:
                 self._set(limit, source)
                 logger.info(
@@ -189,6 +208,12 @@ class CallLimit:
     async def acquire(self) -> None:
         """Wait for a place among the calls in flight (at once when there is one). The wait is
         recorded as queued time of the current scoring job."""
+        loop = asyncio.get_running_loop()
+        if self._loop is not loop:
+            # A new tracescore loop (after a fork, or a restart at exit): the calls counted on
+            # the old one will never give their places back.
+            self._loop, self._in_flight, self._resolving = loop, 0, None
+            self._waiters.clear()
         await self.resolve()
         if self.limit is None:
             self._in_flight += 1
@@ -225,14 +250,22 @@ class CallLimit:
         self._in_flight = max(0, self._in_flight - 1)
 
 
-async def probe_slots(api_base: str, headers: dict[str, str]) -> tuple[int | None, str]:
+async def probe_slots(api_base: str, headers: dict[str, str],
+                      on_this_machine: bool = True) -> tuple[int | None, str]:
     """Ask a local server how many requests it runs at once.
 
+    Args:
+        api_base: the server's base URL.
+        headers: for the requests (the judge's key, when there is one).
+        on_this_machine: the server is on this machine (``locality`` ``"machine"``); one on
+            a private network address may be a gateway serving many, so there an unidentified
+            server gets no limit rather than 1.
+
     Returns:
-        ``(limit, why)``: the server's slot count from llama.cpp's ``GET /props``
-        (``total_slots``); ``None`` for a vLLM server (``GET /v1/models`` owned by ``vllm``);
-        else ``LOCAL_DEFAULT_LIMIT``. Never raises: a server that does not answer gets the
-        default.
+        ``(limit, why)``: the slot count from llama.cpp's ``GET /props`` (``total_slots``);
+        ``None`` for vLLM (``GET /v1/models`` owned by ``vllm``), which batches; 1 for Ollama
+        (``GET /api/version`` answers); else ``LOCAL_DEFAULT_LIMIT`` on this machine and
+        ``None`` on the network. Never raises: a server that does not answer is unidentified.
     """
     from .direct import session_for_loop
 
@@ -243,25 +276,31 @@ async def probe_slots(api_base: str, headers: dict[str, str]) -> tuple[int | Non
     import aiohttp
 
     timeout = aiohttp.ClientTimeout(total=PROBE_TIMEOUT)
-    try:
-        async with session.get(f"{root}/props", headers=headers, timeout=timeout) as resp:
-            if resp.status == 200:
-                props = await resp.json(content_type=None)
-                slots = props.get("total_slots") if isinstance(props, dict) else None
-                if isinstance(slots, int) and not isinstance(slots, bool) and slots >= 1:
-                    return slots, f"the server at {where} reports {slots} slot(s) (/props)"
-    except Exception:  # noqa: BLE001 - no answer is an answer: the server reports no slots
-        pass
-    try:
-        async with session.get(f"{base}/models", headers=headers, timeout=timeout) as resp:
-            if resp.status == 200:
-                listing = await resp.json(content_type=None)
-                data = listing.get("data") if isinstance(listing, dict) else None
-                owners = {str(m.get("owned_by", "")).lower() for m in data or []
-                          if isinstance(m, dict)}
-                if "vllm" in owners:
-                    return None, f"the server at {where} is vLLM, which batches calls"
-    except Exception:  # noqa: BLE001 - as above
-        pass
+
+    async def get(url: str) -> Any:
+        try:
+            async with session.get(url, headers=headers, timeout=timeout) as resp:
+                if resp.status == 200:
+                    return await resp.json(content_type=None)
+        except Exception:  # noqa: BLE001 - no answer is an answer: not this kind of server
+            pass
+        return None
+
+    props = await get(f"{root}/props")
+    slots = props.get("total_slots") if isinstance(props, dict) else None
+    if isinstance(slots, int) and not isinstance(slots, bool) and slots >= 1:
+        return slots, f"the server at {where} reports {slots} slot(s) (/props)"
+    listing = await get(f"{base}/models")
+    data = listing.get("data") if isinstance(listing, dict) else None
+    owners = {str(m.get("owned_by", "")).lower() for m in data or [] if isinstance(m, dict)}
+    if "vllm" in owners:
+        return None, f"the server at {where} is vLLM, which batches calls"
+    version = await get(f"{root}/api/version")
+    if isinstance(version, dict) and "version" in version:
+        return 1, (f"the server at {where} is Ollama, one call at a time unless "
+                   "OLLAMA_NUM_PARALLEL says more")
+    if not on_this_machine:
+        return None, (f"the server at {where} on the network reports no slot count (it may be "
+                      "a gateway), so no limit")
     return LOCAL_DEFAULT_LIMIT, (f"the local server at {where} reports no slot count, so "
                                  f"{LOCAL_DEFAULT_LIMIT} at a time")
