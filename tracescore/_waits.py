@@ -23,25 +23,30 @@ class JobWaits:
         at_server: seconds judge calls spent at their servers, finished calls only.
     """
 
-    __slots__ = ("_queued_since", "_queue", "_server", "_server_since", "at_server", "queued")
+    __slots__ = ("_queue", "_queued_since", "_queuing", "_server", "_server_since", "at_server",
+                 "queued")
 
     def __init__(self) -> None:
         self.queued = 0.0
         self.at_server = 0.0
         self._queued_since: float | None = None
+        self._queuing = 0  # waits in progress: a scorer may make several calls at once
         self._queue = ""
         self._server_since: float | None = None
         self._server = ""
 
     def queue_started(self, where: str) -> None:
-        """A wait in a judge's queue begins; ``where`` describes that queue."""
-        if self._queued_since is None:
+        """A wait in a judge's queue begins; ``where`` describes that queue. The job counts as
+        queued while any of its calls waits."""
+        if self._queuing == 0:
             self._queued_since = time.monotonic()
+        self._queuing += 1
         self._queue = where
 
     def queue_ended(self) -> None:
-        """The wait that ``queue_started`` began is over."""
-        if self._queued_since is not None:
+        """A wait that ``queue_started`` began is over."""
+        self._queuing = max(0, self._queuing - 1)
+        if self._queuing == 0 and self._queued_since is not None:
             self.queued += time.monotonic() - self._queued_since
             self._queued_since = None
 
