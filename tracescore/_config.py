@@ -565,8 +565,8 @@ def configure(
             span) may run before it is cancelled, freeing its place among ``max_concurrency``;
             its event then carries ``error.type=timeout`` (on a carrier span when the scored
             span already went out). Time the job waits in a judge's queue
-            (``Judge(max_concurrency=...)``) does not count. A scorer that blocks its thread instead of awaiting cannot
-            be cancelled. Default ``TRACESCORE_JOB_TIMEOUT``, else 300.
+            (``Judge(max_concurrency=...)``) does not count. A scorer that blocks its thread
+            instead of awaiting cannot be cancelled. Default ``TRACESCORE_JOB_TIMEOUT``, else 300.
         flush_on_sigterm: when SIGTERM has its default disposition (as under ``docker stop``
             and Kubernetes, which would kill the process with nothing flushed), install a
             handler in the main thread that shuts tracescore down within ``flush_timeout`` and
