@@ -26,6 +26,11 @@ def _one(docs: list[dict[str, Any]], kind: str) -> dict[str, Any]:
     return found
 
 
+@pytest.fixture(autouse=True)
+def _token(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TRACESCORE_SERVE_TOKEN", "deploy-test-token")
+
+
 def test_the_example_serve_config_is_valid_and_is_the_one_kubernetes_mounts(
         monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("TRACESCORE_REDIS_URL", raising=False)
@@ -50,6 +55,17 @@ def test_kubernetes_objects_fit_together() -> None:
     container = deployment["spec"]["template"]["spec"]["containers"][0]
     assert container["readinessProbe"]["httpGet"]["path"] == "/readyz"
     serve_config = parse(_one(serve, "ConfigMap")["data"]["serve.yaml"], toml=False)
+    # Probes on the admin port (no token), the token from the Secret the Collector reads too.
+    ports = {p["name"]: p["containerPort"] for p in container["ports"]}
+    assert serve_config.receivers.admin is not None
+    assert ports[container["readinessProbe"]["httpGet"]["port"]] == \
+        serve_config.receivers.admin.port
+    assert serve_config.receivers.auth is not None
+    token_secret = {e["name"]: e["valueFrom"]["secretKeyRef"]["name"] for e in container["env"]
+                    if "valueFrom" in e}["TRACESCORE_SERVE_TOKEN"]
+    collector_env = _one(collector, "Deployment")["spec"]["template"]["spec"]["containers"][0]
+    assert {e["name"]: e["valueFrom"]["secretKeyRef"]["name"] for e in collector_env["env"]}[
+        "TRACESCORE_SERVE_TOKEN"] == token_secret
     assert deployment["spec"]["template"]["spec"]["terminationGracePeriodSeconds"] > \
         serve_config.shutdown_timeout
     otelcol = yaml.safe_load(_one(collector, "ConfigMap")["data"]["config.yaml"])
@@ -76,3 +92,17 @@ def test_collector_configs_validate_with_the_built_collector(name: str) -> None:
                              str(DEPLOY / "collector" / name)],
                             capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
+
+
+def test_completeness_windows_outlast_the_collectors_retry_gap() -> None:
+    """A span the Collector re-sends (a replica restarted, or refused it) comes back at most
+    max_interval x (1 + randomization_factor) after the last try: the default windows and the
+    example's stay above that, so its trace is still open (docs/serve.md)."""
+    defaults = parse('downstream: {endpoint: "http://127.0.0.1:1"}', toml=False).trace
+    example = parse((DEPLOY / "tracescore-serve.yaml").read_text(), toml=False).trace
+    for name in ("otelcol-static.yaml", "otelcol-dns.yaml"):
+        otelcol = yaml.safe_load((DEPLOY / "collector" / name).read_text())
+        retry = otelcol["exporters"]["loadbalancing"]["protocol"]["otlp"]["retry_on_failure"]
+        gap = float(retry["max_interval"].rstrip("s")) * (1 + retry["randomization_factor"])
+        for trace in (defaults, example):
+            assert trace.settle_after_root > gap and trace.idle > gap, (name, gap, trace)

@@ -210,10 +210,22 @@ class FullReceiver:
         self.logs: list[Any] = []
         self.metrics: list[Any] = []
         self.lock = threading.Lock()
+        self.rejected_requests = 0
         outer = self
+
+        #: A span name that makes the whole request fail with INVALID_ARGUMENT (a backend
+        #: that rejects a batch for good), or None.
+        self.reject_name: str | None = None
 
         class Traces(trace_service_pb2_grpc.TraceServiceServicer):
             def Export(self, request: Any, context: Any) -> Any:  # noqa: N802
+                poison = outer.reject_name
+                if poison is not None and any(
+                        span.name == poison for rs in request.resource_spans
+                        for ss in rs.scope_spans for span in ss.spans):
+                    with outer.lock:
+                        outer.rejected_requests += 1
+                    context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"{poison} is not allowed")
                 received.add(request.SerializeToString(), {})
                 return trace_service_pb2.ExportTraceServiceResponse()
 

@@ -10,10 +10,18 @@ Its shape is the SDK's (a deque, a condition, one daemon thread); what differs:
 - a batch the exporter fails goes to the retry spool on disk (``spool.Spool``), and while the
   spool holds anything, newer batches queue up behind it there: the spool is retried with
   exponential backoff and replayed oldest first once the backend answers again;
+- a batch the backend rejects for good (an exporter raises ``PermanentExportError``: in OTLP,
+  an HTTP status other than 429/502/503/504, a gRPC code other than the retryable ones) is
+  dropped and counted as ``rejected``, by cause, with one log line per cause: retrying it would
+  only fail again and hold up every batch behind it;
 - spans count as exported when the exporter accepted them, and every span that will never go
   out is counted once, with its cause: ``queue_full``, ``export_failed`` (the exporter failed
-  and the spool could not keep it: off, full, expired, unwritable), ``too_large`` (could not
-  be cut to fit) or ``shutdown`` (still waiting when the processor shut down);
+  and the spool could not keep it: off, full, expired, unwritable), ``rejected`` (the backend
+  refused it for good), ``too_large`` (could not be cut to fit) or ``shutdown`` (still waiting
+  when the processor shut down);
+- ``mark``/``wait_settled`` let a caller wait until the spans it queued have left memory
+  (exported, spooled or counted as dropped): the scoring service answers a request only then
+  in its ``forward_first`` mode;
 - ``force_flush`` honours its deadline.
 
 ``on_start``/``on_end`` never block and never raise: ``on_end`` measures the span (a walk over
@@ -56,8 +64,25 @@ QUEUE_FULL = "queue_full"
 EXPORT_FAILED = "export_failed"
 TOO_LARGE = "too_large"
 SHUTDOWN = "shutdown"
+REJECTED = "rejected"
 EXPORTED = "exported"
-DROP_CAUSES = (QUEUE_FULL, EXPORT_FAILED, TOO_LARGE, SHUTDOWN)
+DROP_CAUSES = (QUEUE_FULL, EXPORT_FAILED, REJECTED, TOO_LARGE, SHUTDOWN)
+
+
+class PermanentExportError(Exception):
+    """Raised by an exporter when the backend rejected a batch for good (retrying it cannot
+    succeed): the export processor drops the batch and counts it as ``rejected``.
+
+    Args:
+        cause: a short, low-cardinality cause, e.g. ``http 400`` or ``grpc INVALID_ARGUMENT``
+            (the key of ``ExportProcessor.rejections``).
+        message: what the backend said (logged once per cause).
+    """
+
+    def __init__(self, cause: str, message: str = "") -> None:
+        super().__init__(f"{cause}: {message}" if message else cause)
+        self.cause = cause
+        self.message = message
 
 Report = Callable[[str, int], None]
 
@@ -104,6 +129,8 @@ class ExportProcessor(SpanProcessor):
         self.max_queue_spans = max_queue_spans
         self.spool = spool
         self.counts: Counter[str] = Counter()
+        #: Spans the backend rejected for good, by cause (``PermanentExportError.cause``).
+        self.rejections: Counter[str] = Counter()
         self._counts_lock = threading.Lock()
         self._report: Report | None = None
         self._init_state()
@@ -117,6 +144,8 @@ class ExportProcessor(SpanProcessor):
         self._queue: deque[tuple[ReadableSpan, int]] = deque()
         self._queued_bytes = 0  # with SPAN_OVERHEAD per span
         self._queued_encoded = 0  # encoded sizes only, for the batch threshold
+        self._queued_total = 0  # spans ever queued (``mark``)
+        self._settled_total = 0  # of those, spans that left memory (``wait_settled``)
         self._waiting_since = 0.0
         self._closed = False
         self._flush_asked = 0
@@ -151,6 +180,11 @@ class ExportProcessor(SpanProcessor):
         """Bytes of spans waiting in memory (encoded size plus ``SPAN_OVERHEAD`` each)."""
         return self._queued_bytes
 
+    @property
+    def queued_spans(self) -> int:
+        """Spans waiting in memory."""
+        return len(self._queue)
+
     # -- SpanProcessor -------------------------------------------------------------------------
     #: ``on_start`` does nothing: a processor that forwards to this one may skip the call.
     starts_nothing = True
@@ -159,12 +193,18 @@ class ExportProcessor(SpanProcessor):
         return None
 
     def on_end(self, span: ReadableSpan) -> None:
+        self.put(span, None)
+
+    def put(self, span: ReadableSpan, encoded: int | None) -> None:
+        """``on_end`` with the span's ``size.span_size`` already known (None: measured here).
+        Never blocks, never raises."""
         try:
             # The SDK's span read directly (a property is a Python call on every span).
             context = span._context if span.__class__ is ReadableSpan else span.context
             if context is not None and not context.trace_flags & _SAMPLED:
                 return
-            encoded = span_size(span)
+            if encoded is None:
+                encoded = span_size(span)
             size = encoded + SPAN_OVERHEAD
             with self._lock:
                 if self._closed:
@@ -183,6 +223,7 @@ class ExportProcessor(SpanProcessor):
                     self._queue.append((span, encoded))
                     self._queued_bytes += size
                     self._queued_encoded += encoded
+                    self._queued_total += 1
                     if self._thread is None:
                         self._start()
                     # Waking the thread for every span would cost a context switch each: only
@@ -221,6 +262,30 @@ class ExportProcessor(SpanProcessor):
                     return False
                 self._cond.wait(min(left, threading.TIMEOUT_MAX))
             return self._flush_ok
+
+    def mark(self) -> int:
+        """A mark past every span queued so far (for ``wait_settled``)."""
+        with self._lock:
+            return self._queued_total
+
+    def wait_settled(self, mark: int, timeout: float) -> bool:
+        """Wait until every span queued before ``mark`` left memory: exported, written to the
+        spool, or counted as dropped. False when ``timeout`` seconds passed first."""
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            while self._settled_total < mark:
+                left = deadline - time.monotonic()
+                if left <= 0 or self._closed and self._thread is None:
+                    return self._settled_total >= mark
+                self._cond.wait(min(left, 1.0))
+        return True
+
+    def _settled(self, spans: int) -> None:
+        """``spans`` taken off the queue have left memory (the caller does not hold the lock)."""
+        if spans:
+            with self._cond:
+                self._settled_total += spans
+                self._cond.notify_all()
 
     def shutdown(self, timeout_millis: float = 30_000) -> None:
         """Flush once more, drop (and count as ``shutdown``) what is still waiting, remove the
@@ -305,7 +370,9 @@ class ExportProcessor(SpanProcessor):
             if self._queued_bytes > self.queue_bytes // 2:
                 # Replaying (or waiting to) while spans keep coming: move them behind the spool
                 # before the queue fills up and has to drop.
-                self._count(EXPORT_FAILED, spool.append(self._take(everything=True)))
+                batch = self._take(everything=True)
+                self._count(EXPORT_FAILED, spool.append(batch))
+                self._settled(len(batch))
                 return
             if time.monotonic() >= self._retry_at:
                 self._retry_head()
@@ -317,6 +384,7 @@ class ExportProcessor(SpanProcessor):
             self._count(EXPORT_FAILED, spool.append(batch))  # in order, behind the failed ones
         elif not self._send(batch):
             self._failed(batch)
+        self._settled(len(batch))
 
     def _drain(self, final: bool) -> bool:
         """A flush: the spool first (one attempt, backoff or not), then every queued batch.
@@ -337,6 +405,7 @@ class ExportProcessor(SpanProcessor):
                 break
             if ok and not (spool is not None and len(spool)):
                 if self._send(batch):
+                    self._settled(len(batch))
                     continue
                 ok = False
             if final:
@@ -345,6 +414,7 @@ class ExportProcessor(SpanProcessor):
                 self._count(EXPORT_FAILED, spool.append(batch))
             else:
                 self._count(EXPORT_FAILED, len(batch))
+            self._settled(len(batch))
         if final:
             self._discard()
         return ok and not (spool is not None and len(spool))
@@ -376,15 +446,30 @@ class ExportProcessor(SpanProcessor):
         self._count(EXPORT_FAILED, self.spool.append(batch))
         self._back_off()
 
+    def _rejected(self, exc: PermanentExportError, spans: int) -> None:
+        with self._counts_lock:
+            first = exc.cause not in self.rejections
+            self.rejections[exc.cause] += spans
+        if first:
+            logger.error("tracescore: the backend rejected %d spans for good (%s); they are "
+                         "dropped, not retried, and counted as rejected (logged once per cause)",
+                         spans, exc)
+        self._count(REJECTED, spans)
+
     def _back_off(self) -> None:
         self._backoff = min(_BACKOFF_MAX, self._backoff * 2 if self._backoff else _BACKOFF_FIRST)
         self._retry_at = time.monotonic() + self._backoff * random.uniform(0.8, 1.2)
 
     def _send(self, batch: list[ReadableSpan]) -> bool:
-        """Export one batch; True when the exporter accepted it (counted as exported)."""
+        """Export one batch; True when it is done with: the exporter accepted it (counted as
+        exported) or the backend rejected it for good (counted as rejected). False: a retryable
+        failure."""
         try:
             with _suppress.suppressed():
                 result = self.exporter.export(batch)
+        except PermanentExportError as exc:
+            self._rejected(exc, len(batch))
+            return True
         except Exception:
             logger.warning("tracescore: the exporter raised while exporting %d spans; they are "
                            "kept for a retry", len(batch), exc_info=True)
@@ -432,6 +517,7 @@ class ExportProcessor(SpanProcessor):
             if self._queue:
                 self._waiting_since = time.monotonic()
         self._count(TOO_LARGE, too_large)
+        self._settled(too_large)
         return batch
 
     def _note_truncated(self, span: ReadableSpan, encoded: int) -> None:
@@ -448,6 +534,8 @@ class ExportProcessor(SpanProcessor):
             self._queue.clear()
             self._queued_bytes = 0
             self._queued_encoded = 0
+            self._settled_total += left
+            self._cond.notify_all()
         if self.spool is not None:
             left += self.spool.close()
         self._count(SHUTDOWN, left)

@@ -7,10 +7,13 @@ queue and retries: gRPC ``RESOURCE_EXHAUSTED`` with a ``RetryInfo`` detail, HTTP
 
 - ``draining``: the service is shutting down;
 - ``export_queue``: spans waiting for export, plus the requests being taken right now, plus
-  this one would pass ``high_water`` of the export queue's bytes (the rest of the queue is
-  headroom for held spans released later, so an accepted span never meets a full queue);
-- ``downstream``: the export spool holds failed batches (the downstream is failing: better the
-  Collector's queue than this replica's disk and memory);
+  this one would pass ``high_water`` of the export queue's bytes, each span charged what the
+  queue charges it (its encoded size plus ``SPAN_OVERHEAD``; the rest of the queue is headroom
+  for held spans released later, so an accepted span never meets a full queue);
+- ``too_large``: the request alone would pass that mark (not retryable: HTTP 413);
+- ``downstream``: the export spool holds batches that failed for a retryable cause (the
+  downstream is failing: better the Collector's queue than this replica's disk and memory); a
+  batch the downstream rejected for good is dropped and counted instead, never spooled;
 - ``scoring_queue``: scoring jobs pending reach ``high_water`` of ``max_queue_size`` (a full
   engine would skip scores instead). Spans waiting for their trace are not counted here: they
   are bounded by bytes (``trace_buffer``) and enter the engine only as it has room, and
@@ -46,10 +49,12 @@ class Queues(Protocol):
 
 @dataclass(frozen=True)
 class Refusal:
-    """A refused request: why, and after how many seconds to retry."""
+    """A refused request: why, after how many seconds to retry, and what to tell the sender.
+    ``too_large`` is the one reason a retry cannot cure."""
 
     reason: str
     retry_after: float
+    message: str = ""
 
 
 class Admission:
@@ -80,8 +85,20 @@ class Admission:
         return Refusal(reason, self.retry_after)
 
     def reserve(self, signal: str, size: int, items: int) -> Refusal | None:
-        """Reserve room for a traces request of ``size`` bytes and ``items`` spans; None when
-        it may be taken (then call ``release(size)`` once its spans are queued)."""
+        """Reserve room for a traces request whose spans charge the export queue ``size``
+        bytes (their encoded sizes plus the queue's per-span overhead: what the queue will
+        charge) and number ``items``; None when it may be taken (then call ``release(size)``
+        once its spans are queued).
+
+        A request that could not fit even into an empty queue is refused as ``too_large``:
+        no retry would help (the sender should send smaller batches)."""
+        room = self.high_water * self._service.export.queue_bytes
+        if size > room:
+            self._refuse("too_large", signal, items)
+            return Refusal("too_large", self.retry_after,
+                           f"the request's {items} spans take {size} bytes in the export "
+                           f"queue, more than it ever takes at once ({int(room)} bytes: "
+                           "high_water x export.queue_bytes); send smaller batches")
         with self._lock:
             reason = self._reason(size)
             if reason is None:
@@ -108,9 +125,7 @@ class Admission:
         if service.draining:
             return "draining"
         export = service.export
-        # A decoded span takes about as many bytes in the export queue as it took on the wire,
-        # plus the queue's per-span overhead: twice the request bytes is a safe estimate.
-        if export.queued_bytes + self._reserved + 2 * size > self.high_water * export.queue_bytes:
+        if export.queued_bytes + self._reserved + size > self.high_water * export.queue_bytes:
             return "export_queue"
         if export.spool is not None and len(export.spool):
             return "downstream"

@@ -22,15 +22,19 @@ class RunningService:
         service: the ``ScoringService``.
         grpc_port: the bound gRPC port, or None.
         http_port: the bound HTTP port, or None.
+        admin_port: the admin endpoints' own port, or None (then they are on ``http_port``).
     """
 
     def __init__(self, service: ScoringService, grpc_server: Any, grpc_port: int | None,
-                 http_server: Any, http_port: int | None) -> None:
+                 http_server: Any, http_port: int | None, admin_server: Any = None,
+                 admin_port: int | None = None) -> None:
         self.service = service
         self._grpc = grpc_server
         self.grpc_port = grpc_port
         self._http = http_server
         self.http_port = http_port
+        self._admin = admin_server
+        self.admin_port = admin_port
         self._stopped = threading.Event()
         self.clean = False
 
@@ -50,9 +54,9 @@ class RunningService:
             # New RPCs are refused at once; those in progress get a little time.
             self._grpc.stop(grace=min(2.0, budget / 4)).wait(budget / 4)
         self.clean = self.service.shutdown(max(0.0, deadline - time.monotonic()))
-        if self._http is not None:
-            self._http.shutdown()
-            self._http.server_close()
+        for server in (self._http, self._admin):
+            if server is not None:
+                server.stop()
         self._stopped.set()
         return self.clean
 
@@ -69,21 +73,45 @@ def start(config: ServeConfig, **service_options: Any) -> RunningService:
         **service_options: passed to ``ScoringService`` (tests).
 
     Raises:
-        ServeConfigError: a rule cannot be built.
+        ServeConfigError: a rule cannot be built, or a TLS or token file cannot be read.
         OSError, RuntimeError: a receiver address cannot be bound.
     """
     from .grpc_api import start_grpc
-    from .http_api import start_http
+    from .http_api import HttpServer
+    from .security import TokenCheck, grpc_credentials, ssl_context
 
-    service = ScoringService(config, **service_options)
     recv = config.receivers
-    grpc_server = grpc_port = http_server = http_port = None
-    if recv.grpc is not None:
-        grpc_server, grpc_port = start_grpc(service, recv.grpc, workers=recv.grpc_workers,
-                                            max_message=recv.max_request_bytes)
-    if recv.http is not None:
-        http_server, http_port = start_http(service, recv.http, max_body=recv.max_request_bytes)
-    return RunningService(service, grpc_server, grpc_port, http_server, http_port)
+    token_check = TokenCheck(recv.auth) if recv.auth is not None else None
+    tls = ssl_context(recv.tls) if recv.tls is not None and recv.http is not None else None
+    credentials = grpc_credentials(recv.tls) if recv.tls is not None and recv.grpc else None
+    service = ScoringService(config, **service_options)
+    intake = service.intake
+    grpc_server = grpc_port = http_server = http_port = admin_server = admin_port = None
+    limits = {"max_request_bytes": recv.max_request_bytes,
+              "header_timeout": recv.header_timeout, "body_timeout": recv.body_timeout,
+              "idle_timeout": recv.idle_timeout, "backlog": recv.backlog}
+    try:
+        if recv.grpc is not None:
+            grpc_server, grpc_port = start_grpc(intake, recv, credentials=credentials,
+                                                token_check=token_check)
+        if recv.http is not None:
+            http_server = HttpServer(intake, service, recv.http, ssl_context=tls,
+                                     token_check=token_check, admin=recv.admin is None,
+                                     workers=recv.grpc_workers, **limits)
+            http_port = http_server.start()
+        if recv.admin is not None:
+            admin_server = HttpServer(None, service, recv.admin, name="tracescore-serve-admin",
+                                      workers=1, **limits)
+            admin_port = admin_server.start()
+    except BaseException:
+        if grpc_server is not None:
+            grpc_server.stop(0)
+        if http_server is not None:
+            http_server.stop()
+        service.shutdown(0.0)
+        raise
+    return RunningService(service, grpc_server, grpc_port, http_server, http_port,
+                          admin_server, admin_port)
 
 
 def serve_forever(config: ServeConfig) -> int:
@@ -94,6 +122,7 @@ def serve_forever(config: ServeConfig) -> int:
     """
     running = start(config)
     print(f"tracescore serve: grpc port {running.grpc_port}, http port {running.http_port}, "
+          f"admin port {running.admin_port}, mode {config.mode}, "
           f"forwarding to {config.downstream.endpoint} ({config.downstream.protocol}), "
           f"{len(running.service.rules)} rule(s)", file=sys.stderr, flush=True)
     stop = threading.Event()

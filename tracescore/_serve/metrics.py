@@ -2,12 +2,19 @@
 
 Counters: ``tracescore.serve.spans.received``, ``tracescore.serve.spans.passed_through``
 (forwarded at once, no rule picked them), ``tracescore.serve.log_records.received``,
-``tracescore.serve.requests.rejected`` (by ``tracescore.serve.reason`` and
-``tracescore.serve.signal``). Gauges: ``tracescore.serve.spans.scored`` (spans held for scores
-since start), ``tracescore.serve.spans.held`` (held now), ``tracescore.serve.spans.deferred``
-(waiting for their trace now). Histogram: ``tracescore.serve.request.duration`` (seconds to
-take one request). The score metrics of ``tracescore._telemetry`` (scores, jobs, judge tokens,
-export drops) go through the same provider.
+``tracescore.serve.requests.rejected`` (backpressure, by ``tracescore.serve.reason`` and
+``tracescore.serve.signal``), ``tracescore.serve.requests.invalid`` (refused before admission:
+malformed, too large, unauthenticated, timeouts; by reason and signal). Gauges (the backlog):
+``tracescore.serve.spans.scored`` (spans held for scores since start),
+``tracescore.serve.spans.held`` (held now), ``tracescore.serve.spans.deferred`` (waiting for
+their trace now), ``tracescore.serve.export.queued`` (spans waiting for export now),
+``tracescore.serve.export.spooled`` (batches in the retry spool now). Histogram:
+``tracescore.serve.request.duration`` (seconds to take one request). The score metrics of
+``tracescore._telemetry`` (scores, jobs, judge tokens, export drops) go through the same
+provider.
+
+The same figures are served in Prometheus' text format on ``/metrics``
+(``prometheus_text``), so the backlog can be scraped where the Collector's metrics stop.
 """
 
 from __future__ import annotations
@@ -64,7 +71,29 @@ class ServiceMetrics:
         meter.create_observable_gauge(
             "tracescore.serve.spans.deferred", [deferred], unit="{span}",
             description="Scored spans waiting for their trace to complete now.")
+
+        def queued(_: Any) -> list[Any]:
+            return [Observation(service.export.queued_spans)]
+
+        def spooled(_: Any) -> list[Any]:
+            spool = service.export.spool
+            return [Observation(len(spool) if spool is not None else 0)]
+
+        meter.create_observable_gauge(
+            "tracescore.serve.export.queued", [queued], unit="{span}",
+            description="Spans waiting in memory to be forwarded now.")
+        meter.create_observable_gauge(
+            "tracescore.serve.export.spooled", [spooled], unit="{batch}",
+            description="Batches waiting in the retry spool now.")
+        self.invalid = meter.create_counter(
+            "tracescore.serve.requests.invalid", unit="{request}",
+            description="Requests refused before admission (malformed, too large, "
+                        "unauthenticated, timeouts), by reason.")
+        self._service = service
         service.admission.on_reject = self.reject
+        intake = getattr(service, "intake", None)
+        if intake is not None:
+            intake.on_refuse = self.refuse
 
     def request_done(self, signal: str, items: int, passed: int, seconds: float) -> None:
         """Count one taken request."""
@@ -80,3 +109,50 @@ class ServiceMetrics:
         """Count one refused request."""
         self.rejected.add(1, {"tracescore.serve.reason": reason,
                               "tracescore.serve.signal": signal})
+
+    def refuse(self, reason: str, signal: str) -> None:
+        """Count one request refused before admission."""
+        self.invalid.add(1, {"tracescore.serve.reason": reason,
+                             "tracescore.serve.signal": signal})
+
+    def prometheus_text(self) -> str:
+        """The backlog and the counters in Prometheus' text exposition format (0.0.4)."""
+        snap = self._service.snapshot()
+        lines: list[str] = []
+
+        def metric(name: str, kind: str, help_text: str, value: Any,
+                   label: str | None = None) -> None:
+            lines.append(f"# HELP {name} {help_text}")
+            lines.append(f"# TYPE {name} {kind}")
+            if label is None:
+                lines.append(f"{name} {float(value or 0):g}")
+                return
+            for key, count in sorted(dict(value or {}).items()):
+                escaped = str(key).replace("\\", "\\\\").replace('"', '\\"')
+                lines.append(f'{name}{{{label}="{escaped}"}} {float(count):g}')
+
+        metric("tracescore_serve_spans_received_total", "counter", "Spans received.",
+               snap.get("spans_received"))
+        metric("tracescore_serve_spans_forwarded_total", "counter",
+               "Spans the downstream accepted.", snap.get("spans_forwarded"))
+        metric("tracescore_serve_spans_dropped_total", "counter",
+               "Spans that will never be forwarded, by cause.", snap.get("spans_dropped"),
+               "cause")
+        metric("tracescore_serve_spans_deferred", "gauge",
+               "Scored spans waiting for their trace to complete.", snap.get("deferred_spans"))
+        metric("tracescore_serve_spans_held", "gauge", "Spans held for their scores.",
+               snap.get("held_spans"))
+        metric("tracescore_serve_export_queued", "gauge", "Spans waiting to be forwarded.",
+               snap.get("export_queue_spans"))
+        metric("tracescore_serve_export_queued_bytes", "gauge",
+               "Bytes the export queue charges for them.", snap.get("export_queue_bytes"))
+        metric("tracescore_serve_export_spooled", "gauge",
+               "Batches in the retry spool.", snap.get("spool_batches"))
+        metric("tracescore_serve_scoring_pending", "gauge", "Scoring jobs pending.",
+               snap.get("pending_jobs"))
+        metric("tracescore_serve_requests_rejected_total", "counter",
+               "Requests refused with backpressure, by reason.", snap.get("rejected"), "reason")
+        metric("tracescore_serve_requests_invalid_total", "counter",
+               "Requests refused before admission, by reason.", snap.get("requests_invalid"),
+               "reason")
+        return "\n".join(lines) + "\n"

@@ -33,7 +33,7 @@ from opentelemetry.sdk.trace import ReadableSpan
 
 from .. import _semconv as sc
 from .. import _state
-from .._export.processor import ExportProcessor
+from .._export.processor import SPAN_OVERHEAD, ExportProcessor
 from .._export.size import span_size
 from .._export.spool import Spool
 from .._processor import ScoringSpanProcessor
@@ -44,6 +44,9 @@ from . import readers
 from .admission import Admission, Refusal
 from .config import ServeConfig
 from .decode import count_log_records, spans_of
+from .exporter import OtlpSpanExporter
+from .forward import ScoresOnly
+from .intake import Intake
 from .logs import LogForwarder
 from .metrics import ServiceMetrics
 from .settle import ServiceTraceBuffer, TraceSettler
@@ -53,10 +56,13 @@ from .wiring import (
     fleet_limits,
     log_exporter,
     metric_exporter,
-    span_exporter,
 )
 
 logger = logging.getLogger("tracescore")
+
+# Counters of ``/stats`` that read 0 before anything happened.
+_COUNTS = ("spans_received", "spans_passed_through", "spans_deferred", "spans_to_scoring",
+           "log_records_received")
 
 
 class ScoringService:
@@ -88,7 +94,7 @@ class ScoringService:
         down = config.downstream
         exp = config.export
         self.export = ExportProcessor(
-            span_exporter_override or span_exporter(down), queue_bytes=exp.queue_bytes,
+            span_exporter_override or OtlpSpanExporter(down), queue_bytes=exp.queue_bytes,
             batch_bytes=exp.batch_bytes, max_batch_spans=exp.max_batch_spans,
             schedule_delay=exp.schedule_delay,
             spool=Spool(exp.retry_dir, exp.retry_max_bytes, exp.retry_max_age))
@@ -111,8 +117,10 @@ class ScoringService:
             version=_version(),
         )
         scoring = config.scoring
+        self.forward_first = config.mode == "forward_first"
         self.processor = ScoringSpanProcessor(
-            self.export, self.rules, score_timeout=scoring.score_timeout,
+            ScoresOnly(self.export) if self.forward_first else self.export, self.rules,
+            score_timeout=scoring.score_timeout,
             max_concurrency=scoring.max_concurrency, max_queue_size=scoring.max_queue_size,
             job_timeout=scoring.job_timeout, flush_timeout=config.shutdown_timeout,
             max_held_spans=scoring.max_held_spans, telemetry=self.telemetry,
@@ -127,6 +135,7 @@ class ScoringService:
         self.logs = LogForwarder(down.endpoint, down.protocol, dict(down.headers), down.timeout,
                                  down.compression, max_bytes=exp.queue_bytes // 4)
         self.admission = Admission(self, config)
+        self.intake = Intake(self, config.receivers.max_request_bytes)
         self.counts: Counter[str] = Counter()
         self._counts_lock = threading.Lock()
         self.metrics = ServiceMetrics(self._meter_provider or _noop_meter_provider(), self)
@@ -143,15 +152,24 @@ class ScoringService:
         """
         started = time.perf_counter()
         spans = spans_of(request)
-        refusal = self.admission.reserve("traces", size, len(spans))
+        # Charged what the export queue will charge each span, so that an accepted request
+        # fits (``size`` on the wire is not the measure: a tiny span costs SPAN_OVERHEAD).
+        sizes = [span_size(span) for span in spans]
+        charge = sum(sizes) + SPAN_OVERHEAD * len(spans)
+        refusal = self.admission.reserve("traces", charge, len(spans))
         if refusal is not None:
             # They come back with the retry: their traces are not complete meanwhile.
             self.settler.refused()
             return refusal
+        mark = 0
         try:
             passed = deferred = scored = 0
-            for span in spans:
-                route = self._route(span)
+            if self.forward_first:
+                for span, encoded in zip(spans, sizes, strict=True):
+                    self.export.put(span, encoded)
+                mark = self.export.mark()
+            for span, encoded in zip(spans, sizes, strict=True):
+                route = self._route(span, encoded)
                 if route == "passed":
                     passed += 1
                 elif route == "deferred":
@@ -159,12 +177,17 @@ class ScoringService:
                 else:
                     scored += 1
         finally:
-            self.admission.release(size)
+            self.admission.release(charge)
         with self._counts_lock:
             self.counts["spans_received"] += len(spans)
             self.counts["spans_passed_through"] += passed
             self.counts["spans_deferred"] += deferred
             self.counts["spans_to_scoring"] += scored
+        if mark and not self.export.wait_settled(mark, self.config.downstream.timeout + 5.0):
+            # Still in memory: answered retryable, so the sender keeps its copy (the spans go
+            # out here too once the downstream answers: a duplicate rather than a loss).
+            return Refusal("not_forwarded", self.admission.retry_after,
+                           "the downstream did not take the spans in time; retry")
         self.metrics.request_done("traces", len(spans), passed, time.perf_counter() - started)
         return None
 
@@ -181,15 +204,19 @@ class ScoringService:
         self.metrics.request_done("logs", records, records, 0.0)
         return None
 
-    def _route(self, span: ReadableSpan) -> str:
+    def _route(self, span: ReadableSpan, encoded: int | None = None) -> str:
+        # forward_first: every span went to export already (accept_traces).
+        forward = not self.forward_first
         ctx = span.context
         if ctx is None:
-            self.export.on_end(span)
+            if forward:
+                self.export.put(span, encoded)
             return "passed"
         self.settler.seen(span)
         attrs = attributes_of(span)
         if attrs.get(sc.TRACESCORE_EVALUATION_CARRIER):
-            self.export.on_end(span)
+            if forward:
+                self.export.put(span, encoded)
             return "passed"
         reader = reader_for(span)
         kind = reader.kind(span)
@@ -202,7 +229,8 @@ class ScoringService:
                 self.buffer.add_span(ctx.trace_id, ctx.span_id,
                                      span.parent.span_id if span.parent else None)
             reader.observe(span, kind, self.buffer)
-            self.export.on_end(span)
+            if forward:
+                self.export.put(span, encoded)
             return "passed"
         if any(id(s.rule) in self._wait_ids for s in selected) and self.settler.defer(
                 span, span_size(span)):
@@ -224,11 +252,17 @@ class ScoringService:
         """Counters and gauges (``/stats``)."""
         stats = self.processor.stats
         with self._counts_lock:
-            out: dict[str, Any] = dict(self.counts)
+            out: dict[str, Any] = {key: 0 for key in _COUNTS}
+            out.update(self.counts)
+        export_counts = dict(self.export.counts)
         out.update(
+            mode=self.config.mode,
             spans_scored=stats.spans_scored,
             spans_exported=stats.spans_exported,
-            spans_dropped=dict(self.export.counts),
+            # Healthy exports are not drops: forwarded and dropped (by cause) apart.
+            spans_forwarded=export_counts.pop("exported", 0),
+            spans_dropped=export_counts,
+            spans_rejected_downstream=dict(self.export.rejections),
             skipped_queue_full=stats.skipped_queue_full,
             skipped_held_full=stats.skipped_held_full,
             skipped_rate_limited=stats.skipped_rate_limited,
@@ -241,10 +275,12 @@ class ScoringService:
             trace_overflow=dict(self.settler.overflow),
             trace_buffer_evictions=dict(self.buffer.evictions),
             export_queue_bytes=self.export.queued_bytes,
+            export_queue_spans=self.export.queued_spans,
             spool_batches=len(self.export.spool) if self.export.spool is not None else 0,
             log_records_forwarded=self.logs.forwarded_records,
             log_records_dropped=self.logs.dropped_records,
             rejected=dict(self.admission.rejected),
+            requests_invalid=dict(self.intake.refused),
             draining=self.draining,
         )
         return out
