@@ -1,16 +1,19 @@
-"""Take the documentation's screenshots of a score in Arize Phoenix and in Jaeger, from a real run.
+"""Take the documentation's screenshots of a score in Arize Phoenix and in Jaeger, from a real run,
+and of the HTML reports of ``tracescore eval`` and ``tracescore calibrate``.
 
 Starts each backend on loopback (``tests/backends/servers.py``), feeds it the HaluEval demo,
 drives headless Chromium through the DevTools protocol (navigate, click a tab, check the page
 shows the score, capture), and writes ``docs/img/phoenix-score.png`` and
-``docs/img/jaeger-score.png``. A page that does not show the score fails the script, so a
+``docs/img/jaeger-score.png``, and (from ``tracescore eval``/``calibrate`` runs on the example
+data) ``docs/img/eval-report.png`` and ``docs/img/calibrate-report.png``. A page that does not
+show the score (or, for a report, what its JSON report says) fails the script, so a
 screenshot in the docs is always one of a score that was really there.
 
 Usage (from the repository root, in the project's virtualenv with the ``backends`` extra,
 after ``scripts/backends.sh``)::
 
-    python scripts/screenshots.py                # both
-    python scripts/screenshots.py --only jaeger  # one
+    python scripts/screenshots.py                # all
+    python scripts/screenshots.py --only jaeger  # one (phoenix, jaeger or reports)
 
 Jaeger's binary built from its Go module has no UI (its web assets are not in the module): the
 Jaeger screenshot needs the built Jaeger UI in ``$TRACESCORE_BACKENDS_DIR/jaeger-ui`` (see
@@ -228,9 +231,29 @@ def jaeger_screenshot(page: Page, workdir: Path, ui: Path) -> None:
         page.screenshot(OUT / "jaeger-score.png", clip=(400, 280, 1200, 900))
 
 
+def reports_screenshots(page: Page, workdir: Path) -> None:
+    """``tracescore eval --html`` and ``tracescore calibrate --html``: each page is checked
+    against its JSON report (tests/backends/test_reports.py) before it is captured."""
+    from tests.backends.test_reports import (
+        check_calibration_page,
+        check_eval_page,
+        make_calibration_report,
+        make_eval_report,
+    )
+
+    width = 1200 + 2 * 24  # the pages: 1200 px of content and 24 px of padding, centred
+    left = (WIDTH - width) // 2
+    html, data = make_eval_report(workdir)
+    check_eval_page(page, html.as_uri(), data)
+    page.screenshot(OUT / "eval-report.png", clip=(left, 0, width, 1000))
+    html, data = make_calibration_report(workdir)
+    check_calibration_page(page, html.as_uri(), data)
+    page.screenshot(OUT / "calibrate-report.png", clip=(left, 0, width, 1100))
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--only", choices=("phoenix", "jaeger"))
+    parser.add_argument("--only", choices=("phoenix", "jaeger", "reports"))
     args = parser.parse_args(argv)
     chromium = servers.find_binary("chromium")
     if not chromium:
@@ -243,6 +266,8 @@ def main(argv: list[str] | None = None) -> int:
         workdir = Path(tmp)
         page = Page(chromium, workdir)
         try:
+            if args.only in (None, "reports"):
+                reports_screenshots(page, workdir)
             if args.only in (None, "phoenix"):
                 phoenix_screenshot(page, workdir)
             if args.only in (None, "jaeger"):

@@ -63,6 +63,9 @@ def add_calibrate_parser(commands: Any) -> None:
                      help="exit 1 when Cohen's kappa at the threshold is below K")
     cal.add_argument("--report", metavar="FILE", help="write the full result as JSON")
     cal.add_argument("--junit", metavar="FILE", help="write JUnit XML")
+    cal.add_argument("--html", metavar="FILE",
+                     help="write a self-contained HTML report: confusion matrix, the judge's "
+                     "score distribution per human label with the threshold, disagreements")
     cal.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
                      help="progress bar on stderr (default: when stderr is a terminal)")
 
@@ -70,13 +73,13 @@ def add_calibrate_parser(commands: Any) -> None:
 def run_calibrate(args: argparse.Namespace) -> int:
     """Run ``tracescore calibrate``; return the exit code."""
     from ._calibrate import calibrate
-    from ._calibrate_report import write_junit, write_report
+    from ._calibrate_report import write_html, write_junit, write_report
     from ._cli_scorers import UsageError, parse_scorer
     from ._errors import ConfigurationError
 
     try:
         scorer_id, threshold = parse_scorer(args.scorer)
-        for path in (args.report, args.junit):
+        for path in (args.report, args.junit, args.html):
             if path:
                 Path(path).parent.mkdir(parents=True, exist_ok=True)
         if args.feedback or args.phoenix_url:
@@ -117,4 +120,7 @@ def run_calibrate(args: argparse.Namespace) -> int:
     if args.junit:
         write_junit(result, args.junit)
         print(f"junit: {args.junit}")
+    if args.html:
+        write_html(result, args.html)
+        print(f"html: {args.html}")
     return EXIT_PASSED if result.passed else EXIT_FAILED

@@ -1,5 +1,6 @@
 """Files a CI job reads from a ``CalibrationResult``, in the style of ``tracescore eval``'s
-(``tracescore._evals_report``): the JSON report and JUnit XML.
+(``tracescore._evals_report``): the JSON report, JUnit XML and the HTML page
+(``tracescore._html_report``, rendered from the JSON report's dict).
 
 JUnit: one ``<testsuite>`` per run, with a ``<testcase>`` named ``agreement`` (a ``<failure>``
 when ``--min-accuracy``/``--min-kappa`` is missed or nothing was scored) and one named
@@ -14,7 +15,7 @@ from pathlib import Path
 
 from ._calibrate import CalibrationResult
 
-__all__ = ["to_junit_xml", "write_junit", "write_report"]
+__all__ = ["to_junit_xml", "write_html", "write_junit", "write_report"]
 
 _MAX_LISTED_ITEMS = 50
 
@@ -23,6 +24,16 @@ def write_report(result: CalibrationResult, path: str | Path) -> None:
     """Write ``result.to_dict()`` as indented UTF-8 JSON to ``path``."""
     text = json.dumps(result.to_dict(), ensure_ascii=False, indent=2)
     Path(path).write_text(text + "\n", encoding="utf-8")
+
+
+def write_html(result: CalibrationResult, path: str | Path) -> None:
+    """Write the self-contained HTML report of ``result`` to ``path`` (UTF-8): the confusion
+    matrices, the judge's score distribution per human label with the threshold and the best
+    one, the disagreements; from the same dict as the JSON report."""
+    from ._html_report import calibration_html
+    from ._html_report import write_html as write_page
+
+    write_page(calibration_html(result.to_dict()), path)
 
 
 def to_junit_xml(result: CalibrationResult) -> str:

@@ -85,6 +85,9 @@ def _parser() -> argparse.ArgumentParser:
     ev.add_argument("--name", metavar="NAME", help="experiment name (default: the function's)")
     ev.add_argument("--report", metavar="FILE", help="write the full result as JSON")
     ev.add_argument("--junit", metavar="FILE", help="write JUnit XML (one testcase per scorer)")
+    ev.add_argument("--html", metavar="FILE",
+                    help="write a self-contained HTML report: score distributions per scorer, "
+                    "the failing items with input, output, score and reason")
     ev.add_argument(
         "--fail-on-scored", action="store_true", help="exit 1 on the verdict 'scored' too"
     )
@@ -192,14 +195,15 @@ def _has_judge(judge: Any) -> bool:
 def _run_eval(args: argparse.Namespace) -> int:
     from tracescore import _config
     from tracescore._evals import run_evals
-    from tracescore._evals_report import write_junit, write_report
+    from tracescore._evals_report import write_html, write_junit, write_report
 
     if args.concurrency < 1:
         raise UsageError("--concurrency takes an integer >= 1")
     if not args.scorer and not args.gate:
         raise UsageError("name at least one --scorer or --gate")
     judge = judge_from_args(args)
-    for option, path in (("--report", args.report), ("--junit", args.junit)):
+    for option, path in (("--report", args.report), ("--junit", args.junit),
+                         ("--html", args.html)):
         if path:
             # Checked before the run: a long evaluation must not end in an unwritable path.
             try:
@@ -274,6 +278,9 @@ def _run_eval(args: argparse.Namespace) -> int:
     if args.junit:
         write_junit(result, args.junit)
         print(f"junit: {args.junit}")
+    if args.html:
+        write_html(result, args.html)
+        print(f"html: {args.html}")
     if result.verdict == "failed" or (result.verdict == "scored" and args.fail_on_scored):
         return EXIT_FAILED
     return EXIT_PASSED

@@ -1,4 +1,5 @@
-"""Files a CI job reads from an ``EvalResult``: the JSON report and JUnit XML.
+"""Files a CI job reads from an ``EvalResult``: the JSON report, JUnit XML and the HTML page
+(``tracescore._html_report``, rendered from the JSON report's dict).
 
 The plain-text table and the JSON-ready dict are the result's own renderings, defined in
 ``_evals_results`` (``EvalResult.table()``, ``EvalResult.to_dict()``) and re-exported here.
@@ -24,7 +25,8 @@ from ._evals_results import (
     result_to_dict,
 )
 
-__all__ = ["format_table", "result_to_dict", "to_junit_xml", "write_junit", "write_report"]
+__all__ = ["format_table", "result_to_dict", "to_junit_xml", "write_html", "write_junit",
+           "write_report"]
 
 # Failure texts list at most this many items, so one broken run cannot write megabytes of XML.
 _MAX_LISTED_ITEMS = 50
@@ -35,6 +37,15 @@ def write_report(result: EvalResult, path: str | Path) -> None:
     """Write ``result_to_dict(result)`` as indented UTF-8 JSON to ``path``."""
     text = json.dumps(result_to_dict(result), ensure_ascii=False, indent=2)
     Path(path).write_text(text + "\n", encoding="utf-8")
+
+
+def write_html(result: EvalResult, path: str | Path) -> None:
+    """Write the self-contained HTML report of ``result`` to ``path`` (UTF-8): score
+    distributions per scorer and the failing items, from the same dict as the JSON report."""
+    from ._html_report import eval_html
+    from ._html_report import write_html as write_page
+
+    write_page(eval_html(result_to_dict(result)), path)
 
 
 def _short(text: str) -> str:
