@@ -213,6 +213,8 @@ def test_calibration_page_matches_the_json_report(
                                                                              class_="threshold"))
         assert lines == [0.5, 0.75]
 
+    (advice,) = page.find_all("p", id="threshold-advice")
+    assert advice.text() == "Threshold: " + data["threshold_advice"]["text"]
     disagreeing = {r.attrs["data-item"] for r in page.find_all("tr", class_="disagreement")}
     assert disagreeing == {"q5", "q10"}  # human fail, judge pass at 0.5
     assert {r.attrs["data-item"] for r in page.find_all("table", id="not-scored")[0]
