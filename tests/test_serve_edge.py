@@ -16,6 +16,7 @@ import socket
 import ssl
 import subprocess
 import sys
+import time
 import urllib.error
 import urllib.request
 import zlib
@@ -485,6 +486,7 @@ def test_many_tiny_spans_are_refused_whole_or_forwarded_whole(
     some = [_span("t", 0xF2, i + 1) for i in range(300)]
     assert _post(running.http_port, _body(some))[0] == 200
     assert receiver.received.wait_for(lambda s: len(s) == 300, 60)
+    assert running.service.export.force_flush(30_000)  # counted once the exporter returned
     stats = running.service.snapshot()
     assert stats["spans_dropped"] == {} and stats["spans_forwarded"] == 300
 
@@ -499,6 +501,7 @@ def test_a_batch_the_downstream_rejects_for_good_is_dropped_and_never_blocks_adm
     for i in range(5):
         assert _post(running.http_port, _body([_span(f"fine{i}", 0xF4, i + 1)]))[0] == 200
     assert receiver.received.wait_for(lambda s: len(s) == 5, 30)
+    assert running.service.export.force_flush(30_000)
     stats = running.service.snapshot()
     assert stats["spans_dropped"] == {"rejected": 1}
     assert stats["spans_rejected_downstream"] == {"grpc INVALID_ARGUMENT": 1}
@@ -642,3 +645,86 @@ def test_forward_first_forwards_every_span_before_answering_and_sends_scores_aft
     assert carrier.attributes["tracescore.score.grounding"] == expected_score(5)
     assert sorted(s.name for s in spans if s is not carrier) == ["invoke_agent answer",
                                                                  "retrieval search"]
+
+
+def test_sigterm_drain_waits_for_waiting_traces_to_complete(serve: Any,
+                                                            receiver: FullReceiver) -> None:
+    """The drain turns the replica unready but still takes requests until the traces with
+    spans waiting are complete: the late retrieval of a trace whose agent span waits arrives
+    during the drain and the score uses its documents (before: refused with 503, and the agent
+    span scored without them)."""
+    import threading
+
+    from test_serve import _retrieval
+    from test_serve_support import expected_score, scores_by_trace
+
+    now = [1000.0]
+    rules = '[{factory: "test_serve_support:grounding_scorer", on: agent}]'
+    running = serve(extra="trace: {idle: 5, settle_after_root: 3, max_wait: 60}", rules=rules,
+                    settle_clock=lambda: now[0])
+    assert _post(running.http_port, _body([_agent(0x6B, 0x1, 7)]))[0] == 200
+    assert running.service.snapshot()["deferred_spans"] == 1
+    stopped: list[bool] = []
+    stopper = threading.Thread(target=lambda: stopped.append(running.stop(30)))
+    stopper.start()
+    deadline = time.monotonic() + 30
+    while running.service.ready() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert not running.service.ready()
+    assert urllib.request.urlopen(  # still unready, not gone
+        f"http://127.0.0.1:{running.http_port}/healthz", timeout=10).status == 200
+    assert _post(running.http_port, _body([_retrieval(0x6B, 0x2, 0x1, 7)]))[0] == 200
+    now[0] += 4  # the trace's root came 4 s ago: complete
+    stopper.join(60)
+    assert stopped == [True]
+    assert scores_by_trace(receiver.received.spans) == {f"{0x6B:032x}": [expected_score(7)]}
+
+
+# -- serve --check ---------------------------------------------------------------------------------
+def test_check_fails_an_llm_rule_without_a_judge_and_lists_every_problem(
+        tmp_path: Path) -> None:
+    config = tmp_path / "serve.yaml"
+    config.write_text('downstream: {endpoint: "http://127.0.0.1:1"}\n'
+                      "rules:\n"
+                      "  - scorer: faithfulness\n    on: agent\n"
+                      "  - scorer: nope\n    on: agent\n"
+                      "  - scorer: content-similarity\n    on: agent\n    sample_rate: 0.5\n"
+                      "  - factory: 'no_such_module:make'\n")
+    env = {k: v for k, v in os.environ.items() if k != "TRACESCORE_JUDGE_MODEL"}
+    env["PYTHONPATH"] = str(TESTS)
+    result = subprocess.run([sys.executable, "-m", "tracescore", "serve", "--config",
+                             str(config), "--check"], capture_output=True, text=True, env=env,
+                            timeout=120)
+    assert result.returncode == 2, result.stdout
+    err = result.stderr
+    assert "3 invalid rule(s)" in err, err
+    assert "rules[0].scorer: 'faithfulness' is judged by an LLM and no judge is configured" in err
+    assert "rules[1].scorer: unknown scorer 'nope'; known: " in err
+    assert "rules[3].factory: cannot import no_such_module:make" in err
+    known = err.split("known: ", 1)[1].split("\n", 1)[0].split(", ")
+    assert "" not in known and "answer-relevancy" in known
+    assert "Traceback" not in err
+
+
+def test_log_records_the_downstream_rejects_for_good_are_dropped_not_retried(
+        serve: Any, receiver: FullReceiver) -> None:
+    from opentelemetry.proto.collector.logs.v1 import logs_service_pb2
+    from opentelemetry.proto.logs.v1 import logs_pb2
+
+    def logs(body: str) -> bytes:
+        request = logs_service_pb2.ExportLogsServiceRequest(resource_logs=[
+            logs_pb2.ResourceLogs(scope_logs=[logs_pb2.ScopeLogs(log_records=[
+                logs_pb2.LogRecord(event_name="gen_ai.user.message")])])])
+        request.resource_logs[0].scope_logs[0].log_records[0].body.string_value = body
+        return bytes(request.SerializeToString())
+
+    receiver.reject_log_body = "poison"
+    running = serve()
+    assert _post(running.http_port, logs("poison"), path="/v1/logs")[0] == 200
+    for i in range(3):
+        assert _post(running.http_port, logs(f"fine{i}"), path="/v1/logs")[0] == 200
+    assert receiver.wait(lambda: receiver.log_bodies() == ["fine0", "fine1", "fine2"])
+    assert running.service.logs.flush(30)  # counted once the send returned
+    stats = running.service.snapshot()
+    assert stats["log_records_rejected_downstream"] == {"grpc INVALID_ARGUMENT": 1}
+    assert stats["log_records_forwarded"] == 3 and stats["log_records_dropped"] == 1

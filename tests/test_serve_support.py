@@ -229,8 +229,16 @@ class FullReceiver:
                 received.add(request.SerializeToString(), {})
                 return trace_service_pb2.ExportTraceServiceResponse()
 
+        #: A log record body that makes the request fail with INVALID_ARGUMENT, or None.
+        self.reject_log_body: str | None = None
+
         class Logs(logs_service_pb2_grpc.LogsServiceServicer):
             def Export(self, request: Any, context: Any) -> Any:  # noqa: N802
+                poison = outer.reject_log_body
+                if poison is not None and any(
+                        lr.body.string_value == poison for rl in request.resource_logs
+                        for sl in rl.scope_logs for lr in sl.log_records):
+                    context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"{poison} is not allowed")
                 with outer.lock:
                     outer.logs.append(request)
                 return logs_service_pb2.ExportLogsServiceResponse()

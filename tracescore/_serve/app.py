@@ -39,8 +39,11 @@ class RunningService:
         self.clean = False
 
     def stop(self, timeout: float | None = None) -> bool:
-        """Drain: refuse new requests, let requests in progress finish, score and forward what
-        was accepted, all within ``timeout`` seconds (default ``shutdown_timeout``).
+        """Drain, within ``timeout`` seconds (default ``shutdown_timeout``): turn unready while
+        still taking requests until the traces with spans waiting are complete (half the
+        budget at most: their late spans still arrive, so they are scored with them), then
+        refuse new requests, let requests in progress finish, score and forward what was
+        accepted.
 
         Returns:
             True when everything accepted went out in time.
@@ -49,6 +52,10 @@ class RunningService:
             return self.clean
         budget = self.service.config.shutdown_timeout if timeout is None else timeout
         deadline = time.monotonic() + budget
+        if not self.service.finish_traces(budget / 2):
+            logger.warning("tracescore serve: draining before every waiting trace completed "
+                           "(half of the %gs shutdown budget passed); their spans are scored "
+                           "with what arrived", budget)
         self.service.drain()
         if self._grpc is not None:
             # New RPCs are refused at once; those in progress get a little time.

@@ -2,10 +2,13 @@
 
 Instrumentations in the GenAI conventions' ``EVENT_ONLY`` mode put message content in log
 records rather than on spans; the service accepts them and forwards each request unchanged
-(its bytes re-sent) to the downstream's logs endpoint, in order, from one thread. A failed
-export is retried with backoff while the request waits at the head of a queue bounded by bytes;
+(its bytes re-sent) to the downstream's logs endpoint, in order, from one thread. An export
+that failed for a retryable cause (per the OTLP specification, as ``exporter`` tells them) is
+retried with backoff while the request waits at the head of a queue bounded by bytes;
 ``has_room`` tells the admission to refuse new requests (OTLP backpressure) instead of dropping
-any. Reading content out of these records for scoring is not done yet (README).
+any. A request the downstream rejects for good is dropped and counted (``rejected``, by cause,
+logged once per cause), so it never holds up the ones behind it. Reading content out of
+these records for scoring is not done yet (README).
 """
 
 from __future__ import annotations
@@ -54,6 +57,8 @@ class LogForwarder:
         self.forwarded_records = 0
         self.failures = 0
         self.dropped_records = 0
+        #: Records the downstream rejected for good, by cause (``http 400``, ``grpc ...``).
+        self.rejected: dict[str, int] = {}
 
     @property
     def queued_bytes(self) -> int:
@@ -109,13 +114,25 @@ class LogForwarder:
                     return
                 raw, records = self._queue[0]
                 self._busy = True
-            ok = self._send(raw)
+            verdict = self._send(raw)
+            ok = verdict is True
             with self._cond:
                 self._busy = False
-                if ok and self._queue and self._queue[0][0] is raw:
+                if verdict is not False and self._queue and self._queue[0][0] is raw:
                     self._queue.popleft()
                     self._bytes -= len(raw)
-                    self.forwarded_records += records
+                    if ok:
+                        self.forwarded_records += records
+                    else:
+                        self.dropped_records += records
+                        first = verdict not in self.rejected
+                        self.rejected[str(verdict)] = self.rejected.get(str(verdict), 0) \
+                            + records
+                        if first:
+                            logger.error("tracescore serve: the downstream rejected %d log "
+                                         "records for good (%s); dropped, not retried "
+                                         "(logged once per cause)", records, verdict)
+                    ok = True  # no backoff: the next request goes now
                 self._cond.notify_all()
                 if not ok:
                     self.failures += 1
@@ -124,11 +141,13 @@ class LogForwarder:
                 else:
                     backoff = 0.0
 
-    def _send(self, raw: bytes) -> bool:
+    def _send(self, raw: bytes) -> bool | str:
+        """True: sent; False: a retryable failure; a string: rejected for good (the cause)."""
         try:
             if self._send_fn is None:
                 self._send_fn = self._grpc() if self.protocol == "grpc" else self._http()
-            return bool(self._send_fn(raw))
+            result: bool | str = self._send_fn(raw)
+            return result
         except Exception:
             logger.warning("tracescore serve: forwarding log records to %s failed; retrying",
                            self.endpoint, exc_info=logger.isEnabledFor(logging.DEBUG))
@@ -139,6 +158,7 @@ class LogForwarder:
         from opentelemetry.proto.collector.logs.v1 import logs_service_pb2_grpc
 
         from .decode import parse_logs
+        from .exporter import grpc_error_is_retryable
 
         target = self.endpoint.split("://", 1)[-1]
         channel = (grpc.secure_channel(target, grpc.ssl_channel_credentials())
@@ -147,9 +167,14 @@ class LogForwarder:
         metadata = list(self.headers.items())
         compression = grpc.Compression.Gzip if self.compression == "gzip" else None
 
-        def send(raw: bytes) -> bool:
-            stub.Export(parse_logs(raw), timeout=self.timeout, metadata=metadata,
-                        compression=compression)
+        def send(raw: bytes) -> bool | str:
+            try:
+                stub.Export(parse_logs(raw), timeout=self.timeout, metadata=metadata,
+                            compression=compression)
+            except grpc.RpcError as exc:
+                if grpc_error_is_retryable(exc):
+                    raise
+                return f"grpc {exc.code().name}"
             return True
 
         return send
@@ -163,9 +188,15 @@ class LogForwarder:
         if self.compression == "gzip":
             headers["Content-Encoding"] = "gzip"
 
-        def send(raw: bytes) -> bool:
+        def send(raw: bytes) -> bool | str:
+            from .exporter import RETRYABLE_HTTP
+
             body = gzip.compress(raw, 1) if self.compression == "gzip" else raw
             response = session.post(url, data=body, headers=headers, timeout=self.timeout)
-            return bool(response.ok)
+            if response.ok:
+                return True
+            if response.status_code in RETRYABLE_HTTP:
+                return False
+            return f"http {response.status_code}"
 
         return send

@@ -8,7 +8,9 @@ malformed, too large, unauthenticated, timeouts; by reason and signal). Gauges (
 ``tracescore.serve.spans.scored`` (spans held for scores since start),
 ``tracescore.serve.spans.held`` (held now), ``tracescore.serve.spans.deferred`` (waiting for
 their trace now), ``tracescore.serve.export.queued`` (spans waiting for export now),
-``tracescore.serve.export.spooled`` (batches in the retry spool now). Histogram:
+``tracescore.serve.export.spooled`` (batches in the retry spool now),
+``tracescore.serve.spans.at_risk`` (accepted, not yet handed downstream: what a crash now
+would lose). Histogram:
 ``tracescore.serve.request.duration`` (seconds to take one request). The score metrics of
 ``tracescore._telemetry`` (scores, jobs, judge tokens, export drops) go through the same
 provider.
@@ -85,6 +87,18 @@ class ServiceMetrics:
         meter.create_observable_gauge(
             "tracescore.serve.export.spooled", [spooled], unit="{batch}",
             description="Batches waiting in the retry spool now.")
+
+        def at_risk(_: Any) -> list[Any]:
+            queued_now = service.export.queued_spans
+            if getattr(service, "forward_first", False):
+                return [Observation(queued_now)]
+            return [Observation(queued_now + service.processor.held_spans()
+                                + service.settler.deferred_spans)]
+
+        meter.create_observable_gauge(
+            "tracescore.serve.spans.at_risk", [at_risk], unit="{span}",
+            description="Spans accepted and not yet handed downstream now (a crash loses "
+                        "them).")
         self.invalid = meter.create_counter(
             "tracescore.serve.requests.invalid", unit="{request}",
             description="Requests refused before admission (malformed, too large, "
@@ -144,6 +158,9 @@ class ServiceMetrics:
                snap.get("held_spans"))
         metric("tracescore_serve_export_queued", "gauge", "Spans waiting to be forwarded.",
                snap.get("export_queue_spans"))
+        metric("tracescore_serve_spans_at_risk", "gauge",
+               "Spans accepted and not yet handed downstream (a crash now loses them).",
+               snap.get("spans_at_risk"))
         metric("tracescore_serve_export_queued_bytes", "gauge",
                "Bytes the export queue charges for them.", snap.get("export_queue_bytes"))
         metric("tracescore_serve_export_spooled", "gauge",

@@ -140,6 +140,7 @@ class ScoringService:
         self._counts_lock = threading.Lock()
         self.metrics = ServiceMetrics(self._meter_provider or _noop_meter_provider(), self)
         self.draining = False
+        self.stopping = False  # unready, still taking requests (``finish_traces``)
         self._stopped = False
 
     # -- requests ------------------------------------------------------------------------------
@@ -245,8 +246,22 @@ class ScoringService:
 
     # -- state ---------------------------------------------------------------------------------
     def ready(self) -> bool:
-        """Accepting requests (started, not draining)."""
-        return not self.draining and not self._stopped
+        """Accepting requests and wanting more (started, not stopping)."""
+        return not self.draining and not self._stopped and not self.stopping
+
+    def finish_traces(self, timeout: float) -> bool:
+        """The first step of a drain: readiness turns false (the Collector's DNS resolver and
+        the Kubernetes endpoints drop the replica) while requests are still taken, so the late
+        spans of the traces that have spans waiting arrive; returns once those traces are
+        complete (by their own windows), or after ``timeout`` seconds (False)."""
+        self.stopping = True
+        waiting = self.settler.waiting_traces()
+        deadline = time.monotonic() + timeout
+        while waiting and self.settler.any_waiting(waiting):
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.05)
+        return True
 
     def snapshot(self) -> dict[str, Any]:
         """Counters and gauges (``/stats``)."""
@@ -279,10 +294,15 @@ class ScoringService:
             spool_batches=len(self.export.spool) if self.export.spool is not None else 0,
             log_records_forwarded=self.logs.forwarded_records,
             log_records_dropped=self.logs.dropped_records,
+            log_records_rejected_downstream=dict(self.logs.rejected),
             rejected=dict(self.admission.rejected),
             requests_invalid=dict(self.intake.refused),
             draining=self.draining,
         )
+        # What a crash now would lose: accepted, not yet handed downstream (forward_first:
+        # held and deferred copies are scores only, the spans went out).
+        out["spans_at_risk"] = out["export_queue_spans"] + (
+            0 if self.forward_first else out["held_spans"] + out["deferred_spans"])
         return out
 
     # -- lifecycle -----------------------------------------------------------------------------

@@ -202,6 +202,17 @@ class TraceSettler:
     def __len__(self) -> int:
         return len(self._traces)
 
+    def waiting_traces(self) -> set[int]:
+        """The traces that have spans waiting now."""
+        with self._cond:
+            return {t for t, trace in self._traces.items() if trace.deferred}
+
+    def any_waiting(self, trace_ids: set[int]) -> bool:
+        """Whether any of ``trace_ids`` still has spans waiting."""
+        with self._cond:
+            return any((trace := self._traces.get(t)) is not None and trace.deferred
+                       for t in trace_ids)
+
     # -- the hot path --------------------------------------------------------------------------
     def seen(self, span: ReadableSpan) -> None:
         """Note a span's arrival (every received span comes here first)."""

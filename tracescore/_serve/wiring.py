@@ -10,6 +10,7 @@ import inspect
 import logging
 from typing import Any
 
+from .. import _env
 from .._errors import ConfigurationError
 from .._rules import CompiledRule, ScoringRule
 from .config import Downstream, Limits, Rule, ServeConfig, ServeConfigError
@@ -43,9 +44,11 @@ def _scorer(rule: Rule, judge: Any, where: str) -> Any:
         name = f"create_{rule.scorer.replace('-', '_')}_scorer"
         factory = getattr(package, name, None)
         if not callable(factory):
+            # create_scorer (the custom scorer's factory) names no scorer id.
             known = sorted(n[len("create_"):-len("_scorer")].replace("_", "-")
                            for n in dir(package)
-                           if n.startswith("create_") and n.endswith("_scorer"))
+                           if n.startswith("create_") and n.endswith("_scorer")
+                           and n != "create_scorer")
             raise ServeConfigError(f"{where}.scorer: unknown scorer {rule.scorer!r}; "
                                    f"known: {', '.join(known)}")
     try:
@@ -64,12 +67,27 @@ def build_rules(config: ServeConfig, judge: Any) -> list[CompiledRule]:
     """Compile the file's rules (the same ``ScoringRule`` the in-process API takes).
 
     Raises:
-        ServeConfigError: a scorer cannot be built or a rule is invalid (named by its index).
+        ServeConfigError: a scorer cannot be built, a rule is invalid, or an LLM-judged
+            scorer has no judge (no ``judge`` section, no ``model`` option, no
+            ``TRACESCORE_JUDGE_MODEL``); every problem of every rule, one per line, named by
+            the rule's index.
     """
     compiled = []
+    problems: list[str] = []
     for index, rule in enumerate(config.rules):
         where = f"rules[{index}]"
-        scorer = _scorer(rule, judge, where)
+        try:
+            scorer = _scorer(rule, judge, where)
+        except ServeConfigError as exc:
+            problems.append(str(exc))
+            continue
+        if getattr(scorer, "uses_judge", False) and getattr(scorer, "model", None) is None \
+                and judge is None and not _env.judge_model():
+            problems.append(f"{where}.scorer: {getattr(scorer, 'id', rule.scorer)!r} is judged "
+                            "by an LLM and no judge is configured: add a judge section "
+                            "(judge: {model: ...}), options.model, or set "
+                            "TRACESCORE_JUDGE_MODEL")
+            continue
         try:
             scoring_rule = ScoringRule(
                 scorer=scorer, on=rule.on, sample_rate=rule.sample_rate,
@@ -80,8 +98,11 @@ def build_rules(config: ServeConfig, judge: Any) -> list[CompiledRule]:
                 max_cost_per_hour=rule.max_cost_per_hour,
             )
         except ConfigurationError as exc:
-            raise ServeConfigError(f"{where}: {exc}") from None
+            problems.append(f"{where}: {exc}")
+            continue
         compiled.append(scoring_rule.compile())
+    if problems:
+        raise ServeConfigError(f"{len(problems)} invalid rule(s):\n  " + "\n  ".join(problems))
     return compiled
 
 
