@@ -2,6 +2,12 @@
 each costs, and the latency it adds to pass-through spans.
 
     python benchmarks/bench_serve.py [--traces 2000] [--load-traces 20000] [--skip-collector]
+                                     [--replica-only] [--edge-only]
+
+``--replica-only``: the latency and one-replica runs only (in both modes, ``hold`` and
+``forward_first``); ``--edge-only``: the cost of TLS and of the bearer token per request
+(sequential single-span requests over gRPC and HTTP: the client's round trip and the replica's
+CPU per request, plain against TLS, token, and both).
 
 Load: pre-encoded OTLP requests (50 traces of two spans each: a retrieval span and an agent
 span, as two services make them) sent over gRPC by 4 client threads; a refused request
@@ -120,10 +126,13 @@ def wait_for(predicate: Any, timeout: float = 600) -> None:
         time.sleep(0.05)
 
 
-def one_replica(workdir: Path, traces: int, scored: bool) -> dict[str, Any]:
+def one_replica(workdir: Path, traces: int, scored: bool, mode: str = "hold") -> dict[str, Any]:
     receiver = FullReceiver().__enter__()
     options = {"settle": 0.2, "rate": 1.0} if scored else {"settle": 0.2, "rate": 0.0}
-    replica = Replica(workdir, 90 + int(scored), receiver.endpoint, **options)
+    if mode != "hold":
+        options["mode"] = mode
+    replica = Replica(workdir, 90 + int(scored) + (10 if mode != "hold" else 0),
+                      receiver.endpoint, **options)
     replica.start()
     requests = build_requests(traces, 50, seed=7 + int(scored))
     assert replica.proc is not None
@@ -137,7 +146,7 @@ def one_replica(workdir: Path, traces: int, scored: bool) -> dict[str, Any]:
     replica.stop()
     receiver.__exit__(None, None, None)
     spans = 2 * traces
-    return {"mode": "scored" if scored else "pass-through", "spans": spans,
+    return {"run": "scored" if scored else "pass-through", "mode": mode, "spans": spans,
             "seconds": round(elapsed, 2), "spans_per_s": round(spans / elapsed),
             "scores_per_s": round(traces / elapsed) if scored else 0,
             "replica_cpu_s": round(cpu, 2), "cpu_ms_per_1k_spans": round(cpu / spans * 1e6),
@@ -178,9 +187,10 @@ def _stats(port: int) -> dict[str, Any]:
 
 def pass_through_latency(workdir: Path, samples: int = 200) -> dict[str, Any]:
     """One single-span request at a time: receipt downstream minus send, through the service
-    (no rule wants the span) and straight to the receiver."""
-    results = {}
-    for route in ("direct", "service"):
+    (no rule wants the span; modes ``hold`` and ``forward_first``) and straight to the
+    receiver."""
+    results: dict[str, Any] = {}
+    for route in ("direct", "service", "service_forward_first"):
         receiver = FullReceiver().__enter__()
         arrived = threading.Event()
         original = receiver.received.add
@@ -193,8 +203,10 @@ def pass_through_latency(workdir: Path, samples: int = 200) -> dict[str, Any]:
         receiver.received.add = add  # type: ignore[method-assign]
         replica = None
         port = receiver.port
-        if route == "service":
-            replica = Replica(workdir, 80, receiver.endpoint, settle=0.2, rate=0.0)
+        if route != "direct":
+            extra = {"mode": "forward_first"} if route.endswith("forward_first") else {}
+            replica = Replica(workdir, 80 + len(route), receiver.endpoint, settle=0.2, rate=0.0,
+                              **extra)
             replica.start()
             port = replica.grpc
         latencies = []
@@ -211,7 +223,86 @@ def pass_through_latency(workdir: Path, samples: int = 200) -> dict[str, Any]:
         latencies.sort()
         results[route] = {"p50_ms": round(statistics.median(latencies), 2),
                           "p99_ms": round(latencies[int(len(latencies) * 0.99) - 1], 2)}
-    results["added_p50_ms"] = round(results["service"]["p50_ms"] - results["direct"]["p50_ms"], 2)
+    for route in ("service", "service_forward_first"):
+        for q in ("p50", "p99"):
+            results[f"added_{q}_ms{route[len('service'):]}"] = round(
+                results[route][f"{q}_ms"] - results["direct"][f"{q}_ms"], 2)
+    return results
+
+
+def edge_cost(workdir: Path, samples: int = 300) -> dict[str, Any]:
+    """Per request: the client's round trip (p50, p99) and the replica's CPU, for sequential
+    single-span requests over gRPC and HTTP, plain, with TLS, with the bearer token, and both.
+    """
+    import grpc
+    import requests
+    from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+    from test_serve_collector import free_port
+    from tls_certs import make_pki
+
+    pki = make_pki(Path(tempfile.mkdtemp(dir=workdir)))
+    token = "bench-token-0123456789abcdef"
+    variants = {
+        "plain": "",
+        "tls": f', tls: {{cert_file: "{pki.server_cert}", key_file: "{pki.server_key}"}}',
+        "token": f', auth: {{token: "{token}"}}',
+        "tls+token": f', tls: {{cert_file: "{pki.server_cert}", key_file: "{pki.server_key}"}}'
+                     f', auth: {{token: "{token}"}}',
+    }
+    results: dict[str, Any] = {}
+    for index, (name, receivers) in enumerate(variants.items()):
+        receiver = FullReceiver().__enter__()
+        admin = free_port()
+        replica = Replica(workdir, 200 + index, receiver.endpoint, settle=0.2, rate=0.0,
+                          receivers=receivers + f', admin: {{endpoint: "127.0.0.1:{admin}"}}')
+        replica.ready_url = f"http://127.0.0.1:{admin}/readyz"
+        replica.start()
+        assert replica.proc is not None
+        tls = "tls" in name
+        metadata = [("authorization", f"Bearer {token}")] if "token" in name else None
+        headers = {"Content-Type": "application/x-protobuf"}
+        if metadata:
+            headers["Authorization"] = f"Bearer {token}"
+        out: dict[str, Any] = {}
+        target = f"127.0.0.1:{replica.grpc}"
+        channel = (grpc.secure_channel(target, grpc.ssl_channel_credentials(
+            pki.ca.read_bytes())) if tls else grpc.insecure_channel(target))
+        export = channel.unary_unary(
+            "/opentelemetry.proto.collector.trace.v1.TraceService/Export",
+            request_serializer=lambda b: b, response_deserializer=lambda b: b)
+        session = requests.Session()
+        url = f"{'https' if tls else 'http'}://127.0.0.1:{replica.http}/v1/traces"
+        for protocol in ("grpc", "http"):
+            bodies = [encode_spans([_span("GET /health", 0xE000 + i, 0x1)]).SerializeToString()
+                      for i in range(samples + 20)]
+            times = []
+            cpu0 = 0.0
+            for i, body in enumerate(bodies):
+                if i == 20:  # warm-up done (connection and TLS session set up)
+                    cpu0 = cpu_seconds(replica.proc.pid)
+                t0 = time.perf_counter()
+                if protocol == "grpc":
+                    export(body, timeout=30, metadata=metadata)
+                else:
+                    response = session.post(url, data=body, headers=headers, timeout=30,
+                                            verify=str(pki.ca) if tls else True)
+                    assert response.status_code == 200, response.status_code
+                if i >= 20:
+                    times.append((time.perf_counter() - t0) * 1000)
+            cpu = cpu_seconds(replica.proc.pid) - cpu0
+            times.sort()
+            out[protocol] = {"p50_ms": round(statistics.median(times), 3),
+                             "p99_ms": round(times[int(len(times) * 0.99) - 1], 3),
+                             "replica_cpu_ms_per_request": round(cpu / samples * 1000, 3)}
+        channel.close()
+        session.close()
+        replica.stop()
+        receiver.__exit__(None, None, None)
+        results[name] = out
+    for name in ("tls", "token", "tls+token"):
+        for protocol in ("grpc", "http"):
+            results[f"added_p50_ms_{name}_{protocol}"] = round(
+                results[name][protocol]["p50_ms"] - results["plain"][protocol]["p50_ms"], 3)
     return results
 
 
@@ -245,17 +336,28 @@ def main() -> None:
     parser.add_argument("--load-traces", type=int, default=20000,
                         help="traces of each throughput run")
     parser.add_argument("--skip-collector", action="store_true")
+    parser.add_argument("--replica-only", action="store_true")
+    parser.add_argument("--edge-only", action="store_true")
     args = parser.parse_args()
     print(f"load: {os.getloadavg()}")
     with tempfile.TemporaryDirectory() as tmp:
         workdir = Path(tmp)
         out: dict[str, Any] = {"load_before": os.getloadavg()}
+        if args.edge_only:
+            out["edge_cost"] = edge_cost(workdir)
+            out["load_after"] = os.getloadavg()
+            print(json.dumps(out, indent=1))
+            return
         out["pass_through_latency"] = pass_through_latency(workdir)
         print(json.dumps(out["pass_through_latency"]))
         out["one_replica"] = [one_replica(workdir, args.load_traces, scored=False),
-                              one_replica(workdir, args.load_traces, scored=True)]
+                              one_replica(workdir, args.load_traces, scored=True),
+                              one_replica(workdir, args.load_traces, scored=False,
+                                          mode="forward_first"),
+                              one_replica(workdir, args.load_traces, scored=True,
+                                          mode="forward_first")]
         print(json.dumps(out["one_replica"]))
-        if not args.skip_collector:
+        if not args.skip_collector and not args.replica_only:
             out["behind_collector"] = []
             for n in (1, 2, 3):
                 out["behind_collector"].append(behind_collector(workdir, n, args.load_traces))

@@ -92,8 +92,10 @@ def stats(port: int) -> dict[str, Any]:
 
 REPLICA_CONFIG = """
 service_name: tracescore-serve
+mode: {mode}
 downstream: {{endpoint: "{downstream}", protocol: grpc, compression: none}}
-receivers: {{grpc: {{endpoint: "127.0.0.1:{grpc}"}}, http: {{endpoint: "127.0.0.1:{http}"}}}}
+receivers: {{grpc: {{endpoint: "127.0.0.1:{grpc}"}},
+            http: {{endpoint: "127.0.0.1:{http}"}}{receivers}}}
 metrics_interval: 1
 shutdown_timeout: 30
 trace: {{idle: 15, settle_after_root: {settle}, max_wait: 120}}
@@ -150,11 +152,12 @@ class Replica:
         spool = workdir / f"spool{index}"
         spool.mkdir(exist_ok=True)
         values = {"settle": 8, "queue": 1000, "concurrency": 8, "scorer": "grounding_scorer",
-                  "options": "{}", "rate": RATE, **options}
+                  "options": "{}", "rate": RATE, "mode": "hold", "receivers": "", **options}
         self.config.write_text(REPLICA_CONFIG.format(
             downstream=downstream, grpc=self.grpc, http=self.http, spool=spool, **values))
         self.log = workdir / f"replica{index}.log"
         self.proc: subprocess.Popen[bytes] | None = None
+        self.ready_url = f"http://127.0.0.1:{self.http}/readyz"
 
     def start(self) -> None:
         env = {**os.environ, "PYTHONPATH": str(TESTS), "LITELLM_OFFLINE_MODE": "true"}
@@ -162,7 +165,7 @@ class Replica:
             self.proc = subprocess.Popen(
                 [sys.executable, "-m", "tracescore", "serve", "--config", str(self.config)],
                 stdout=log, stderr=subprocess.STDOUT, env=env)
-        wait_http(f"http://127.0.0.1:{self.http}/readyz", proc=self.proc)
+        wait_http(self.ready_url, proc=self.proc)
 
     def kill(self) -> None:
         assert self.proc is not None
@@ -346,3 +349,46 @@ def test_overload_is_pushed_back_and_absorbed_by_the_collector(
     assert sum(sum(r.values()) for r in rejected) > 0, rejected
     assert fleet.close() == [0, 0, 0]
 
+
+
+def test_forward_first_a_replica_killed_under_load_loses_no_span(fleet_factory: Any) -> None:
+    """``mode: forward_first``: a replica answers a request only once its spans were handed
+    downstream, so SIGKILL under load loses no span (what it had not answered, the Collector
+    sends again: duplicates are allowed, losses are not); scores in flight may be lost."""
+    fleet = fleet_factory(settle=2, mode="forward_first")
+    env = {**os.environ, "PYTHONPATH": str(TESTS)}
+    script = str(TESTS / "test_serve_support.py")
+    agent = subprocess.Popen([sys.executable, script, "agent", fleet.endpoint, str(N_TRACES),
+                              str(SEED), "0.005"], stdout=subprocess.PIPE, env=env)
+    retrieval = subprocess.Popen([sys.executable, script, "retrieval", fleet.endpoint],
+                                 stdin=agent.stdout, env=env)
+    assert agent.stdout is not None
+    agent.stdout.close()
+    victim = fleet.replicas[1]
+    assert fleet.wait_spans(2 * N_TRACES // 3)
+    before = stats(victim.http)
+    victim.kill()
+    victim.start()
+    assert agent.wait(600) == 0 and retrieval.wait(600) == 0
+
+    def originals() -> set[tuple[str, str]]:
+        return {(s.trace_id, s.span_id) for s in fleet.spans()
+                if not s.name.startswith("evaluation ")}
+
+    expected_total = 2 * N_TRACES
+    deadline = time.monotonic() + 300
+    while len(originals()) < expected_total and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert fleet.close()[0] == 0
+    spans = [s for s in fleet.spans() if not s.name.startswith("evaluation ")]
+    ids = Counter((s.trace_id, s.span_id) for s in spans)
+    duplicates = sum(n - 1 for n in ids.values())
+    carriers = [s for s in fleet.spans() if s.name.startswith("evaluation ")]
+    report = (f"forward_first, killed replica: {expected_total - len(ids)} span(s) lost, "
+              f"{duplicates} duplicate(s), {len(carriers)} score carrier(s); it had "
+              f"{before['spans_received']} received, {before['spans_at_risk']} at risk at the "
+              "last look before the kill")
+    print(report)
+    assert len(ids) == expected_total, report
+    # Scores still arrive for the traces the kill did not touch.
+    assert carriers and all(s.attributes.get("tracescore.evaluation.carrier") for s in carriers)
