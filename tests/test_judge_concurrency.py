@@ -279,6 +279,31 @@ def test_the_format_is_probed_by_one_call_while_the_others_wait(
     assert kinds.count("json_object+schema") == 8
 
 
+def test_a_probe_that_times_out_lets_the_waiting_calls_go_at_once(
+    judge_server: ScriptedJudge,
+) -> None:
+    # The first call's request hangs past the timeout: the three that waited for it do not
+    # then probe one after another (through a server that may not answer), they all go.
+    first = threading.Event()
+
+    def answer(body: dict[str, Any]) -> Any:
+        if not first.is_set():
+            first.set()
+            return ScriptedJudge.Reply(body=ANSWER, delay=3)
+        return refusing_json_schema(body)
+
+    judge_server.route(NAME, answer)
+    judge = make_judge(judge_server, cache_size=0, timeout=1, max_retries=0)
+
+    results = ask_many(judge, 4)
+
+    assert sum(isinstance(r, JudgeTimeoutError) for r in results) == 1, results
+    assert sum(not isinstance(r, BaseException) for r in results) == 3, results
+    kinds = [kind_of(b) for b in judge_server.requests]
+    # Waiting for one another, only the next call would have asked json_schema (2 in all).
+    assert kinds.count("json_schema") >= 3, kinds
+
+
 # -- issue 22.3: a fallback only on a real refusal, never for good after an outage ----------------
 
 

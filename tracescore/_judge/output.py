@@ -139,6 +139,7 @@ class ModeFallback:
         self._lock = threading.Lock()
         self._gate: asyncio.Lock | None = None
         self._gate_loop: asyncio.AbstractEventLoop | None = None
+        self._gate_open = False
         # A mode given up after a 5xx, asked again at ``_reprobe_at`` (time.monotonic()).
         self._provisional: ResponseMode | None = None
         self._reprobe_at = 0.0
@@ -163,8 +164,10 @@ class ModeFallback:
         """The mode a call starts with. While the judge has not learnt the format, one call at a
         time probes and the others wait here for its answer (queued time of their jobs, not
         counted against any timeout); when a provisional fallback is due to be asked again,
-        one call does that."""
-        if self._settled is None and self._learnable:
+        one call does that. A probe that fails for another reason (a timeout, an outage)
+        opens the gate: the calls then go on at once, as they would without learning, rather
+        than one after another through a server that does not answer."""
+        if self._settled is None and self._learnable and not self._gate_open:
             gate = self._gate_for_loop()
             waits = _waits.current.get()
             if waits is not None and gate.locked():
@@ -175,7 +178,7 @@ class ModeFallback:
             finally:
                 if waits is not None:
                     waits.queue_ended()
-            if self._settled is None:
+            if self._settled is None and not self._gate_open:
                 return Ticket(self._mode, gate=gate)
             gate.release()
         with self._lock:
@@ -188,6 +191,8 @@ class ModeFallback:
     def end(self, ticket: Ticket) -> None:
         """The call that ``begin`` gave ``ticket`` is over, answered or not."""
         if ticket.gate is not None:
+            if self._settled is None:
+                self._gate_open = True  # the probe failed: no more waiting for one
             ticket.gate.release()
         if ticket.reprobe:
             with self._lock:
