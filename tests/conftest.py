@@ -11,6 +11,7 @@ for _name in ("TRACESCORE_JUDGE_MODEL", "OPENAI_API_KEY", "OPENAI_API_BASE", "OP
     os.environ.pop(_name, None)
 
 import pytest  # noqa: E402
+from helpers import timeout_scale  # noqa: E402
 
 from tracescore import Judge  # noqa: E402
 from tracescore.testing import ScriptedJudge, make_judge  # noqa: E402
@@ -29,3 +30,39 @@ def judge_server(scripted_judge: ScriptedJudge) -> ScriptedJudge:
 def judge(judge_server: ScriptedJudge) -> Judge:
     """A ``Judge`` for ``judge_server`` (2 retries, 10 ms backoff, 5 s timeout)."""
     return make_judge(judge_server)
+
+
+def pytest_report_header(config: pytest.Config) -> str:
+    return (f"tracescore: waits and pytest-timeout limits scaled x{timeout_scale():.1f} "
+            "(TRACESCORE_TEST_TIMEOUT_SCALE, default the load per core)")
+
+
+def _base_timeout(config: pytest.Config) -> float | None:
+    for value in (config.getvalue("timeout"), os.environ.get("PYTEST_TIMEOUT"),
+                  config.getini("timeout")):
+        if value not in (None, ""):
+            return float(value)
+    return None
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Scale every test's pytest-timeout limit (a marker's, else the configured one) by
+    ``timeout_scale()``: the limit guards against hangs, and a busy machine is no hang."""
+    scale = timeout_scale()
+    if scale <= 1.0:
+        return
+    default = _base_timeout(config)
+    for item in items:
+        marker = item.get_closest_marker("timeout")
+        args: tuple[object, ...] = ()
+        kwargs: dict[str, object] = {}
+        seconds: object = default
+        if marker is not None:
+            kwargs = {k: v for k, v in marker.kwargs.items() if k != "timeout"}
+            if marker.args:
+                seconds, args = marker.args[0], marker.args[1:]
+            else:
+                seconds = marker.kwargs.get("timeout", default)
+        if isinstance(seconds, (int, float)) and seconds > 0:
+            item.add_marker(pytest.mark.timeout(seconds * scale, *args, **kwargs), append=False)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -68,3 +69,30 @@ def finished(exporter: InMemorySpanExporter, timeout_millis: int = 5000) -> list
 
 
 eval_events = evaluation_events
+
+
+def timeout_scale() -> float:
+    """How many times longer than on a quiet machine a test may wait for anything.
+
+    ``TRACESCORE_TEST_TIMEOUT_SCALE`` when set (a number >= 1), else the machine's load per
+    core (the larger of the 1- and 5-minute load averages over ``os.cpu_count()``), at least 1
+    and at most 10: at a load of 6 on 2 cores every wait gets three times its quiet-machine
+    allowance. Read at each call, so a wait that starts when the load has risen gets more.
+    ``tests/conftest.py`` scales pytest-timeout's limits by it too.
+    """
+    given = os.environ.get("TRACESCORE_TEST_TIMEOUT_SCALE", "").strip()
+    if given:
+        try:
+            return min(max(float(given), 1.0), 100.0)
+        except ValueError:
+            pass
+    try:
+        load = max(os.getloadavg()[:2])
+    except (AttributeError, OSError):  # no load average on this platform
+        return 1.0
+    return min(max(load / (os.cpu_count() or 1), 1.0), 10.0)
+
+
+def scaled(seconds: float) -> float:
+    """``seconds`` (a quiet machine's allowance) times ``timeout_scale()``."""
+    return seconds * timeout_scale()

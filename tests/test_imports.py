@@ -1,7 +1,12 @@
 """Import hygiene of the ``tracescore`` package.
 
-- every module imports on its own, in a fresh interpreter (no module relies on another having
-  been imported first);
+- every module imports on its own, as in a fresh interpreter (no module relies on another
+  having been imported first): one interpreter, ``tests/import_probe.py``, imports the package
+  and then each module in a forked child of itself, in seconds (it used to be 130 interpreters,
+  minutes on a busy machine);
+- a module reaches another module by attribute (``importlib.util``) only when it imports it, or
+  when that module's package imports it itself: what a fresh interpreter per module also
+  caught, and the probe's shared third-party imports would hide;
 - the modules import each other without cycles, counting imports inside functions too (a
   function-level import is how a cycle hides; it still ties the two modules together);
 - ``import tracescore`` stays light: no litellm, no pydantic, no scorer module.
@@ -10,23 +15,28 @@
 from __future__ import annotations
 
 import ast
+import functools
+import importlib.util
 import json
 import os
 import pkgutil
 import subprocess
 import sys
+import tempfile
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
+from helpers import scaled
 
 import tracescore
 
 PACKAGE = "tracescore"
 PACKAGE_DIR = Path(tracescore.__file__).resolve().parent
-_CHILD_TIMEOUT = 120  # seconds; generous, a fresh import takes well under one
+PROBE = Path(__file__).resolve().parent / "import_probe.py"
+_PROBE_TIMEOUT = 60.0  # seconds on a quiet machine, scaled by the load; it takes a few
 
 
 def _discover() -> list[str]:
@@ -43,42 +53,68 @@ def _discover() -> list[str]:
 MODULES = _discover()
 
 
-def _child_env() -> dict[str, str]:
+def _child_env(package_parent: Path = PACKAGE_DIR.parent) -> dict[str, str]:
     env = dict(os.environ)
     env["LITELLM_OFFLINE_MODE"] = "true"
-    # The child must import the tracescore under test, from wherever this process found it.
+    # The child must import the package under test, from wherever this process found it.
     env["PYTHONPATH"] = os.pathsep.join(
-        p for p in (str(PACKAGE_DIR.parent), env.get("PYTHONPATH", "")) if p
+        p for p in (str(package_parent), env.get("PYTHONPATH", "")) if p
     )
     return env
 
 
-def _import_alone(module: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-c", f"import {module}"],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=_CHILD_TIMEOUT,
-        check=False,
-    )
+def run_probe(
+    package: str, package_dir: Path, modules: list[str], attributes: list[str]
+) -> dict[str, Any]:
+    """Run ``tests/import_probe.py`` on ``package`` (found in ``package_dir``): the package, then
+    each of ``modules`` alone; ``attributes`` are ``PKG.SUB`` names to check that ``import
+    PKG`` loads. Returns the probe's report (see the probe's docstring)."""
+    timeout = scaled(_PROBE_TIMEOUT)
+    with tempfile.TemporaryDirectory() as tmp:
+        request, result = Path(tmp) / "request.json", Path(tmp) / "result.json"
+        request.write_text(json.dumps({
+            "package": package,
+            "modules": modules,
+            "warm": sorted(external_imports(package_dir)),
+            "timeout": timeout,
+        }))
+        done = subprocess.run(
+            [sys.executable, str(PROBE), str(request), str(result), *attributes],
+            env=_child_env(package_dir.parent),
+            capture_output=True,
+            text=True,
+            timeout=timeout * 2,
+            check=False,
+        )
+        assert done.returncode == 0 and result.exists(), (
+            f"the import probe failed ({done.returncode}):\n{done.stdout}\n{done.stderr}"
+        )
+        report: dict[str, Any] = json.loads(result.read_text())
+    return report
 
 
 @pytest.fixture(scope="module")
-def fresh_imports() -> dict[str, subprocess.CompletedProcess[str]]:
-    """Each module imported in its own fresh interpreter, a few at a time."""
-    env = _child_env()
-    with ThreadPoolExecutor(max_workers=max(2, os.cpu_count() or 2)) as pool:
-        results = pool.map(lambda m: _import_alone(m, env), MODULES)
-        return dict(zip(MODULES, results, strict=True))
+def fresh_imports() -> dict[str, Any]:
+    """The probe's report on this package: its import, each module's, the attribute checks."""
+    return run_probe(PACKAGE, PACKAGE_DIR, MODULES, sorted(attribute_reaches(PACKAGE_DIR)))
+
+
+def import_error(report: dict[str, Any], module: str) -> str | None:
+    """Why ``module`` failed to import alone in the probe, or ``None``."""
+    if module in report["loaded_by_package"] or report["package_error"]:
+        # Importing the package ran it (or failed first): its own import is exactly that.
+        error: str | None = report["package_error"]
+        return error
+    error = report["modules"].get(module, "the probe did not import it")
+    return error
 
 
 @pytest.mark.parametrize("module", MODULES)
 def test_each_module_imports_alone_in_a_fresh_interpreter(
-    module: str, fresh_imports: dict[str, subprocess.CompletedProcess[str]]
+    module: str, fresh_imports: dict[str, Any]
 ) -> None:
-    done = fresh_imports[module]
-    assert done.returncode == 0, f"`import {module}` failed on its own:\n{done.stderr}"
+    error = import_error(fresh_imports, module)
+    assert error is None, f"`import {module}` failed on its own:\n{error}"
 
 
 def test_the_discovery_finds_the_modules_it_should() -> None:
@@ -118,6 +154,12 @@ def _source_files() -> Iterator[tuple[str, Path, bool]]:
         if is_package:
             parts = parts[:-1]
         yield ".".join(parts), path, is_package
+
+
+@functools.cache
+def _parsed(path: Path) -> ast.Module:
+    """A source file's syntax tree, parsed once per test session."""
+    return ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
 
 
 def _is_type_checking(test: ast.expr) -> bool:
@@ -195,8 +237,7 @@ def import_graph() -> dict[str, list[ImportSite]]:
     known = {name for name, _, _ in files}
     graph: dict[str, list[ImportSite]] = {name: [] for name in known}
     for name, path, is_package in files:
-        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
-        for node, where in _import_nodes(tree):
+        for node, where in _import_nodes(_parsed(path)):
             for target in sorted(_targets(name, is_package, node, known)):
                 if target != name:
                     graph[name].append(ImportSite(name, target, path, node.lineno, where))
@@ -374,25 +415,167 @@ def test_no_import_cycles_between_package_modules() -> None:
     assert not cycles, f"{len(cycles)} import cycle(s) in {PACKAGE}:\n\n" + "\n\n".join(cycles)
 
 
+# --- what the probe loads once, and what a module may reach by attribute ---------------------
+
+
+def _outside(name: str, package: str) -> bool:
+    return name.split(".")[0] != package
+
+
+def external_imports(package_dir: Path) -> set[str]:
+    """What the package's modules import from outside it at module level: the probe loads these
+    once before its children import the package's modules. ``from a import b`` lists ``a`` and
+    ``a.b`` (``b`` may be a submodule; the probe skips what does not import)."""
+    package = package_dir.name
+    found: set[str] = set()
+    for path in sorted(package_dir.rglob("*.py")):
+        for node, where in _import_nodes(_parsed(path)):
+            if where != MODULE_LEVEL:
+                continue
+            if isinstance(node, ast.Import):
+                found.update(a.name for a in node.names if _outside(a.name, package))
+            elif node.level == 0 and node.module and _outside(node.module, package):
+                found.add(node.module)
+                found.update(f"{node.module}.{a.name}" for a in node.names if a.name != "*")
+    found.discard("__future__")
+    return found
+
+
+@functools.cache
+def _is_module(dotted: str) -> bool:
+    try:
+        return importlib.util.find_spec(dotted) is not None
+    except (ImportError, AttributeError, ValueError):  # a parent that is no package, ...
+        return False
+
+
+def _attribute_chain(node: ast.Attribute) -> list[str] | None:
+    parts: list[str] = []
+    current: ast.expr = node
+    while isinstance(current, ast.Attribute):
+        parts.append(current.attr)
+        current = current.value
+    if not isinstance(current, ast.Name):
+        return None
+    parts.append(current.id)
+    return parts[::-1]
+
+
+def attribute_reaches_in(
+    source: str | ast.Module, is_module: Any = _is_module
+) -> dict[str, list[int]]:
+    """Submodules ``source`` (text or tree) reaches by attribute from a module it imports
+    (``import os`` ... ``os.path.join``) without importing them itself: ``{"os.path": [lines]}``.
+    ``is_module(dotted)`` says whether a dotted name is a module."""
+    tree = ast.parse(source) if isinstance(source, str) else source
+    bound: dict[str, str] = {}  # a local name -> the module it names
+    imported: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                parts = alias.name.split(".")
+                imported.update(".".join(parts[: i + 1]) for i in range(len(parts)))
+                if alias.asname:
+                    bound[alias.asname] = alias.name
+                else:
+                    bound[parts[0]] = parts[0]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            imported.add(node.module)
+            imported.update(f"{node.module}.{a.name}" for a in node.names)
+    inner = {id(n.value) for n in ast.walk(tree) if isinstance(n, ast.Attribute)}
+    found: dict[str, list[int]] = {}
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Attribute) or id(node) in inner:
+            continue  # only whole chains, from their outermost attribute
+        chain = _attribute_chain(node)
+        if chain is None or chain[0] not in bound:
+            continue
+        dotted = bound[chain[0]]
+        for part in chain[1:-1]:  # the last part is what is used: a function, a class, ...
+            dotted = f"{dotted}.{part}"
+            if dotted not in imported and is_module(dotted):
+                found.setdefault(dotted, []).append(node.lineno)
+    return found
+
+
+def attribute_reaches(package_dir: Path) -> dict[str, list[str]]:
+    """``attribute_reaches_in`` over every module of the package: ``{"os.path": ["file:line"]}``."""
+    found: dict[str, list[str]] = {}
+    for path in sorted(package_dir.rglob("*.py")):
+        rel = path.relative_to(package_dir.parent)
+        for dotted, lines in attribute_reaches_in(_parsed(path)).items():
+            found.setdefault(dotted, []).extend(f"{rel}:{line}" for line in lines)
+    return found
+
+
+def test_the_attribute_scan_reads_every_form() -> None:
+    modules = {"os", "os.path", "xml", "xml.dom", "xml.dom.minidom", "email", "email.mime"}
+    source = (
+        "import os\n"
+        "import xml\n"
+        "import email.mime as mime\n"
+        "from email import mime as also\n"
+        "def f():\n"
+        "    os.path.join('a')\n"        # os.path: reached by attribute, not imported
+        "    os.getenv('X')\n"           # a function: no submodule on the way
+        "    xml.dom.minidom.parse\n"    # xml.dom and xml.dom.minidom
+        "    mime.text\n"                # the last part is what is used, module or not
+        "    email.mime.base\n"          # email is not bound here: import email.mime binds mime
+    )
+    assert attribute_reaches_in(source, is_module=modules.__contains__) == {
+        "os.path": [6],
+        "xml.dom": [8],
+        "xml.dom.minidom": [8],
+    }
+
+
+def test_submodules_reached_by_attribute_are_imported(fresh_imports: dict[str, Any]) -> None:
+    reaches = attribute_reaches(PACKAGE_DIR)
+    unloaded = {
+        dotted: places
+        for dotted, places in reaches.items()
+        if not fresh_imports["attributes"].get(dotted)
+    }
+    assert not unloaded, (
+        "modules reach these submodules by attribute, but neither import them nor get them "
+        "from importing their package (add `import <submodule>`):\n"
+        + "\n".join(f"  {dotted}: {', '.join(places)}" for dotted, places in unloaded.items())
+    )
+
+
+def test_the_probe_reports_what_a_fresh_interpreter_would(tmp_path: Path) -> None:
+    # The probe stands in for an interpreter per module: it must fail where one would.
+    pkg = tmp_path / "probepkg"
+    (pkg / "sub").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("from . import _base\n")
+    (pkg / "_base.py").write_text("VALUE = 1\n")
+    (pkg / "_helper.py").write_text("HELP = 2\n")
+    (pkg / "good.py").write_text("import json\nfrom . import _helper\nX = _helper.HELP\n")
+    # Works only after someone imported _helper (good does; the package does not).
+    (pkg / "leans.py").write_text("import probepkg\nY = probepkg._helper.HELP\n")
+    (pkg / "broken.py").write_text("raise RuntimeError('broken on import')\n")
+    (pkg / "sub" / "__init__.py").write_text("")
+    (pkg / "sub" / "deep.py").write_text("from probepkg import _base\nZ = _base.VALUE\n")
+    modules = ["probepkg", "probepkg._base", "probepkg._helper", "probepkg.broken",
+               "probepkg.good", "probepkg.leans", "probepkg.sub", "probepkg.sub.deep"]
+    report = run_probe("probepkg", pkg, modules, ["os.path", "xml.dom"])
+    errors = {m: import_error(report, m) for m in modules}
+    assert "broken on import" in str(errors.pop("probepkg.broken"))
+    assert "_helper" in str(errors.pop("probepkg.leans"))
+    assert errors == dict.fromkeys(errors)  # every other one imports
+    assert report["attributes"] == {"os.path": True, "xml.dom": False}
+    assert "probepkg._base" in report["loaded_by_package"]
+    assert "probepkg._helper" not in report["loaded_by_package"]
+
+
 # --- what ``import tracescore`` pulls in -------------------------------------------------------
 
 
-def test_import_tracescore_imports_no_litellm_pydantic_or_scorers() -> None:
-    probe = (
-        "import json, sys, tracescore; "
-        "print(json.dumps(sorted(m for m in sys.modules "
-        "if m.split('.')[0] in ('litellm', 'pydantic', 'tracescore'))))"
-    )
-    done = subprocess.run(
-        [sys.executable, "-c", probe],
-        env=_child_env(),
-        capture_output=True,
-        text=True,
-        timeout=_CHILD_TIMEOUT,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
-    loaded = json.loads(done.stdout)
+def test_import_tracescore_imports_no_litellm_pydantic_or_scorers(
+    fresh_imports: dict[str, Any],
+) -> None:
+    assert fresh_imports["package_error"] is None, fresh_imports["package_error"]
+    loaded = fresh_imports["loaded_by_package"]
     assert f"{PACKAGE}._config" in loaded  # the probe saw tracescore's own modules
     heavy = [
         m
