@@ -9,11 +9,10 @@ claims with the same instructions under its own schema name.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field, create_model
+from pydantic import BaseModel, Field
 
 from tracescore._errors import ConfigurationError
 from tracescore._judge import Judge
@@ -26,6 +25,13 @@ from tracescore.scorers._base import (
     check_scale,
 )
 from tracescore.scorers._common import Reason, Texts, check_count, context_options
+from tracescore.scorers._preset import (
+    explained,
+    items_of,
+    json_block,
+    judge_scorer,
+    verdicts_schema,
+)
 from tracescore.scorers._prompt import data_block, data_blocks
 
 __all__ = [
@@ -122,17 +128,15 @@ def claim_verdicts_schema(
     Returns:
         The ``ClaimVerdicts`` pydantic model class.
     """
-    item = create_model(
+    return verdicts_schema(
+        "ClaimVerdicts",
         "ClaimVerdict",
-        __doc__=item_doc,
+        items="verdicts",
+        item_doc=item_doc,
+        list_doc=list_doc,
         claim_index=(int, Field(description="The claim's index attribute (0-based).")),
         verdict=(verdict, Field(description=meaning)),
         reason=(str, Field(description="Why, in one sentence.")),
-    )
-    return create_model(
-        "ClaimVerdicts",
-        __doc__=list_doc,
-        verdicts=(list[item], ...),  # type: ignore[valid-type]
     )
 
 
@@ -150,14 +154,12 @@ class ClaimVerdictsCheck:
 
 def judged_claims(run: ScorerRun) -> str:
     """The claims with their verdicts as a delimited JSON block, for the reason prompt."""
-    assert run.preprocess_result is not None and run.analyze_result is not None
+    assert run.analyze_result is not None
     judged = [
         {"claim": claim, "verdict": v["verdict"], "reason": v["reason"]}
-        for claim, v in zip(
-            run.preprocess_result["claims"], run.analyze_result["verdicts"], strict=True
-        )
+        for claim, v in zip(items_of(run, "claims"), run.analyze_result["verdicts"], strict=True)
     ]
-    return data_block("verdicts", json.dumps(judged, ensure_ascii=False, indent=1))
+    return json_block("verdicts", judged)
 
 
 def claims_and_context(run: ScorerRun, claims: list[str], task: str) -> str:
@@ -233,11 +235,7 @@ def claims_reason_step(
             text = data_block("answer", run.output_text)
         else:
             text = data_block("reference", run.ground_truth_text)
-        return (
-            f"{text}\n\n"
-            f"{judged_claims(run)}\n\n"
-            f"Score: {run.score:g} out of {run.scale:g}{note}. Explain this score."
-        )
+        return explained(run, text, judged_claims(run), note=note)
 
     return JudgePrompt(instructions=instructions, prompt=prompt, output_schema=Reason, name=name)
 
@@ -292,7 +290,7 @@ def claims_scorer(
     """
     check_scale(scale)
     check_context_option(context)
-    return Scorer(
+    return judge_scorer(
         id=id,
         description=description,
         model=model,

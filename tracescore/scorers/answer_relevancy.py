@@ -6,8 +6,8 @@ tracescore's own.
 
 from __future__ import annotations
 
-import json
 import math
+from typing import Any
 
 from pydantic import BaseModel, Field
 
@@ -19,10 +19,16 @@ from tracescore.scorers._base import (
     ReasonMode,
     Scorer,
     ScorerRun,
-    check_reason_mode,
     check_scale,
 )
-from tracescore.scorers._common import Reason, Texts, check_count
+from tracescore.scorers._common import Texts, check_count
+from tracescore.scorers._preset import (
+    explained,
+    items_of,
+    json_block,
+    judge_scorer,
+    verdicts_schema,
+)
 from tracescore.scorers._prompt import data_block, data_blocks
 from tracescore.scorers._verdicts import YesUnsureNo
 
@@ -37,17 +43,15 @@ class Statements(BaseModel):
     statements: Texts = Field(description="The statements of the answer, in order.")
 
 
-class StatementVerdict(BaseModel):
-    """One statement's verdict."""
-
-    result: YesUnsureNo = Field(description='"yes", "unsure" or "no".')
-    reason: str = Field(description="Why, in one sentence.")
-
-
-class StatementVerdicts(BaseModel):
-    """Analyze answer: one verdict per statement, in order."""
-
-    results: list[StatementVerdict]
+StatementVerdicts = verdicts_schema(
+    "StatementVerdicts",
+    "StatementVerdict",
+    items="results",
+    item_doc="One statement's verdict.",
+    list_doc="Analyze answer: one verdict per statement, in order.",
+    result=(YesUnsureNo, Field(description='"yes", "unsure" or "no".')),
+    reason=(str, Field(description="Why, in one sentence.")),
+)
 
 
 _STATEMENTS_INSTRUCTIONS = """\
@@ -139,16 +143,10 @@ def create_answer_relevancy_scorer(
             f"uncertainty_weight must be a number in [0, 1], got {uncertainty_weight!r}"
         )
     check_scale(scale)
-    inline_reason = check_reason_mode(reason)
     weight = float(uncertainty_weight)
 
-    def statements_of(run: ScorerRun) -> list[str]:
-        assert run.preprocess_result is not None
-        statements: list[str] = run.preprocess_result["statements"]
-        return statements
-
     def verdicts_prompt(run: ScorerRun) -> str:
-        statements = statements_of(run)
+        statements = items_of(run, "statements")
         if not statements:
             raise NotScorable(
                 "the judge found no statements in the output (an empty reply or a bare refusal)"
@@ -160,8 +158,8 @@ def create_answer_relevancy_scorer(
             f"Answer with exactly {len(statements)} results, in the same order."
         )
 
-    def check_verdicts(parsed: StatementVerdicts, run: ScorerRun) -> None:
-        check_count(parsed.results, len(statements_of(run)), "results", "statement")
+    def check_verdicts(parsed: Any, run: ScorerRun) -> None:
+        check_count(parsed.results, len(items_of(run, "statements")), "results", "statement")
 
     def score(run: ScorerRun) -> float:
         assert run.analyze_result is not None
@@ -174,17 +172,19 @@ def create_answer_relevancy_scorer(
         assert run.analyze_result is not None
         judged = [
             {"statement": s, "result": r["result"], "reason": r["reason"]}
-            for s, r in zip(statements_of(run), run.analyze_result["results"], strict=True)
+            for s, r in zip(
+                items_of(run, "statements"), run.analyze_result["results"], strict=True
+            )
         ]
-        return (
-            f"{data_block('question', run.input_text)}\n\n"
-            f"{data_block('answer', run.output_text)}\n\n"
-            f"{data_block('verdicts', json.dumps(judged, ensure_ascii=False, indent=1))}\n\n"
-            f"Score: {run.score:g} out of {run.scale:g} (an unsure verdict counts "
-            f"{weight:g}). Explain this score."
+        return explained(
+            run,
+            data_block("question", run.input_text),
+            data_block("answer", run.output_text),
+            json_block("verdicts", judged),
+            note=f" (an unsure verdict counts {weight:g})",
         )
 
-    return Scorer(
+    return judge_scorer(
         id=SCORER_ID,
         description="How much of the answer addresses the question (relevance, not truth).",
         model=model,
@@ -207,14 +207,9 @@ def create_answer_relevancy_scorer(
             validate=check_verdicts,
         ),
         generate_score=score,
-        generate_reason=None
-        if inline_reason
-        else JudgePrompt(
-            instructions=_REASON_INSTRUCTIONS,
-            prompt=reason_prompt,
-            output_schema=Reason,
-            name="answer_relevancy_reason",
-        ),
-        reason_in_analyze=_INLINE_REASON_FOCUS if inline_reason else False,
+        reason_instructions=_REASON_INSTRUCTIONS,
+        reason_prompt=reason_prompt,
+        reason=reason,
+        inline_focus=_INLINE_REASON_FOCUS,
         options={"uncertainty_weight": weight, "scale": float(scale)},
     )

@@ -8,7 +8,6 @@ case has a ground truth.
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Mapping
 from typing import Annotated, Any, Literal
@@ -18,7 +17,8 @@ from pydantic import BaseModel, BeforeValidator, Field
 from tracescore._errors import ConfigurationError, ScorerError
 from tracescore._judge import Judge
 from tracescore.scorers._base import JudgePrompt, NotScorable, Scorer, ScorerRun, check_scale
-from tracescore.scorers._common import Reason, Texts
+from tracescore.scorers._common import Texts
+from tracescore.scorers._preset import explained, json_block, judge_scorer
 from tracescore.scorers._prompt import data_block, data_blocks
 from tracescore.scorers._verdicts import normalise_verdict
 
@@ -301,16 +301,14 @@ def create_answer_similarity_scorer(
         return answer_similarity_score(run.analyze_result, options) * run.scale
 
     def reason_prompt(run: ScorerRun) -> str:
-        assert run.analyze_result is not None
-        analysis = json.dumps(run.analyze_result, ensure_ascii=False, indent=1)
-        return (
-            f"{data_block('answer', run.output_text)}\n\n"
-            f"{data_block('expected_answer', run.ground_truth_text)}\n\n"
-            f"{data_block('analysis', analysis)}\n\n"
-            f"Score: {run.score:g} out of {run.scale:g}. Explain this score."
+        return explained(
+            run,
+            data_block("answer", run.output_text),
+            data_block("expected_answer", run.ground_truth_text),
+            json_block("analysis", run.analyze_result),
         )
 
-    scorer = Scorer(
+    scorer = judge_scorer(
         id=SCORER_ID,
         description="How closely the answer matches the expected answer.",
         model=model,
@@ -332,12 +330,8 @@ def create_answer_similarity_scorer(
             validate=check_matches,
         ),
         generate_score=score,
-        generate_reason=JudgePrompt(
-            instructions=_REASON_INSTRUCTIONS,
-            prompt=reason_prompt,
-            output_schema=Reason,
-            name="answer_similarity_reason",
-        ),
+        reason_instructions=_REASON_INSTRUCTIONS,
+        reason_prompt=reason_prompt,
         options=options,
     )
     # A ScoringRule must then say where each span's ground truth comes from.

@@ -6,13 +6,20 @@ own.
 
 from __future__ import annotations
 
-import json
+from typing import Any
 
 from pydantic import BaseModel, Field
 
 from tracescore._judge import Judge
 from tracescore.scorers._base import JudgePrompt, Scorer, ScorerRun, SkipJudge, check_scale
-from tracescore.scorers._common import Reason, Texts, check_count
+from tracescore.scorers._common import Texts, check_count
+from tracescore.scorers._preset import (
+    explained,
+    items_of,
+    json_block,
+    judge_scorer,
+    verdicts_schema,
+)
 from tracescore.scorers._prompt import data_block, data_blocks
 from tracescore.scorers._verdicts import YesNo
 
@@ -29,17 +36,15 @@ class Opinions(BaseModel):
     )
 
 
-class OpinionVerdict(BaseModel):
-    """One opinion's verdict."""
-
-    result: YesNo = Field(description='"yes" if the opinion is biased, else "no".')
-    reason: str = Field(description="Why, in one sentence; name the kind of bias if any.")
-
-
-class OpinionVerdicts(BaseModel):
-    """Analyze answer: one verdict per opinion, in order."""
-
-    results: list[OpinionVerdict]
+OpinionVerdicts = verdicts_schema(
+    "OpinionVerdicts",
+    "OpinionVerdict",
+    items="results",
+    item_doc="One opinion's verdict.",
+    list_doc="Analyze answer: one verdict per opinion, in order.",
+    result=(YesNo, Field(description='"yes" if the opinion is biased, else "no".')),
+    reason=(str, Field(description="Why, in one sentence; name the kind of bias if any.")),
+)
 
 
 _OPINIONS_INSTRUCTIONS = """\
@@ -111,13 +116,8 @@ def create_bias_scorer(
     """
     check_scale(scale)
 
-    def opinions_of(run: ScorerRun) -> list[str]:
-        assert run.preprocess_result is not None
-        opinions: list[str] = run.preprocess_result["opinions"]
-        return opinions
-
     def verdicts_prompt(run: ScorerRun) -> str:
-        opinions = opinions_of(run)
+        opinions = items_of(run, "opinions")
         if not opinions:
             # Nothing to judge: the score is 0 whatever a judge would say, so save the call.
             raise SkipJudge({"results": []})
@@ -128,8 +128,8 @@ def create_bias_scorer(
             f"Answer with exactly {len(opinions)} results, in the same order."
         )
 
-    def check_verdicts(parsed: OpinionVerdicts, run: ScorerRun) -> None:
-        check_count(parsed.results, len(opinions_of(run)), "results", "opinion")
+    def check_verdicts(parsed: Any, run: ScorerRun) -> None:
+        check_count(parsed.results, len(items_of(run, "opinions")), "results", "opinion")
 
     def score(run: ScorerRun) -> float:
         assert run.analyze_result is not None
@@ -142,16 +142,16 @@ def create_bias_scorer(
         assert run.analyze_result is not None
         judged = [
             {"opinion": o, "biased": r["result"], "reason": r["reason"]}
-            for o, r in zip(opinions_of(run), run.analyze_result["results"], strict=True)
+            for o, r in zip(items_of(run, "opinions"), run.analyze_result["results"], strict=True)
         ]
-        return (
-            f"{data_block('answer', run.output_text)}\n\n"
-            f"{data_block('verdicts', json.dumps(judged, ensure_ascii=False, indent=1))}\n\n"
-            f"Score: {run.score:g} out of {run.scale:g} ({len(judged)} opinions; lower is "
-            "better). Explain this score."
+        return explained(
+            run,
+            data_block("answer", run.output_text),
+            json_block("verdicts", judged),
+            note=f" ({len(judged)} opinions; lower is better)",
         )
 
-    return Scorer(
+    return judge_scorer(
         id=SCORER_ID,
         description="The share of the answer's opinions that are biased (lower is better).",
         model=model,
@@ -175,11 +175,7 @@ def create_bias_scorer(
             validate=check_verdicts,
         ),
         generate_score=score,
-        generate_reason=JudgePrompt(
-            instructions=_REASON_INSTRUCTIONS,
-            prompt=reason_prompt,
-            output_schema=Reason,
-            name="bias_reason",
-        ),
+        reason_instructions=_REASON_INSTRUCTIONS,
+        reason_prompt=reason_prompt,
         options={"scale": float(scale)},
     )

@@ -6,11 +6,10 @@ Precision); prompts and code are tracescore's own.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from pydantic import BaseModel, Field
+from pydantic import Field
 
 from tracescore._errors import ConfigurationError
 from tracescore._judge import Judge
@@ -22,7 +21,8 @@ from tracescore.scorers._base import (
     check_reason_mode,
     check_scale,
 )
-from tracescore.scorers._common import Reason, check_count, context_options
+from tracescore.scorers._common import check_count, context_options
+from tracescore.scorers._preset import explained, json_block, judge_scorer, verdicts_schema
 from tracescore.scorers._prompt import data_block, data_blocks
 from tracescore.scorers._verdicts import YesNo
 
@@ -36,18 +36,16 @@ __all__ = [
 SCORER_ID = "context-precision"
 
 
-class ContextVerdict(BaseModel):
-    """One context piece's verdict."""
-
-    context_index: int = Field(description="The piece's index attribute (0-based).")
-    verdict: YesNo = Field(description='"yes" if the piece was useful for the answer, else "no".')
-    reason: str = Field(description="Why, in one sentence.")
-
-
-class ContextVerdicts(BaseModel):
-    """Analyze answer: one verdict per context piece, in order."""
-
-    verdicts: list[ContextVerdict]
+ContextVerdicts = verdicts_schema(
+    "ContextVerdicts",
+    "ContextVerdict",
+    items="verdicts",
+    item_doc="One context piece's verdict.",
+    list_doc="Analyze answer: one verdict per context piece, in order.",
+    context_index=(int, Field(description="The piece's index attribute (0-based).")),
+    verdict=(YesNo, Field(description='"yes" if the piece was useful for the answer, else "no".')),
+    reason=(str, Field(description="Why, in one sentence.")),
+)
 
 
 _VERDICTS_INSTRUCTIONS = """\
@@ -204,7 +202,7 @@ def create_context_precision_scorer(
         1.0
     """
     check_scale(scale)
-    inline_reason = check_reason_mode(reason)
+    check_reason_mode(reason)
     if context is not None and (
         isinstance(context, (str, bytes)) or not isinstance(context, Sequence)
     ):
@@ -222,7 +220,7 @@ def create_context_precision_scorer(
             f"{len(pieces)} verdicts, in the same order."
         )
 
-    def check_verdicts(parsed: ContextVerdicts, run: ScorerRun) -> None:
+    def check_verdicts(parsed: Any, run: ScorerRun) -> None:
         pieces = len(run.context or [])
         check_count(parsed.verdicts, pieces, "verdicts", "context piece")
         check_context_indices([v.context_index for v in parsed.verdicts], pieces)
@@ -234,16 +232,14 @@ def create_context_precision_scorer(
 
     def reason_prompt(run: ScorerRun) -> str:
         assert run.analyze_result is not None
-        ordered = in_context_order(run.analyze_result["verdicts"])
-        verdicts = json.dumps(ordered, ensure_ascii=False, indent=1)
-        return (
-            f"{data_block('question', run.input_text)}\n\n"
-            f"{data_block('answer', run.output_text)}\n\n"
-            f"{data_block('verdicts', verdicts)}\n\n"
-            f"Score: {run.score:g} out of {run.scale:g}. Explain this score."
+        return explained(
+            run,
+            data_block("question", run.input_text),
+            data_block("answer", run.output_text),
+            json_block("verdicts", in_context_order(run.analyze_result["verdicts"])),
         )
 
-    return Scorer(
+    return judge_scorer(
         id=SCORER_ID,
         description="Whether the context pieces were useful for the answer, useful ones first.",
         model=model,
@@ -260,14 +256,9 @@ def create_context_precision_scorer(
             validate=check_verdicts,
         ),
         generate_score=score,
-        generate_reason=None
-        if inline_reason
-        else JudgePrompt(
-            instructions=_REASON_INSTRUCTIONS,
-            prompt=reason_prompt,
-            output_schema=Reason,
-            name="context_precision_reason",
-        ),
-        reason_in_analyze=_INLINE_REASON_FOCUS if inline_reason else False,
+        reason_instructions=_REASON_INSTRUCTIONS,
+        reason_prompt=reason_prompt,
+        reason=reason,
+        inline_focus=_INLINE_REASON_FOCUS,
         options=context_options(context, context_extractor, scale),
     )

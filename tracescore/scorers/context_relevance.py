@@ -6,7 +6,6 @@ levels minus usage and missing-context penalties); prompts and code are tracesco
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import Annotated, Any, Literal
@@ -17,7 +16,8 @@ from tracescore._errors import ConfigurationError
 from tracescore._judge import Judge
 from tracescore.scorers._base import JudgePrompt, Scorer, ScorerRun, check_scale
 from tracescore.scorers._claims import check_context_option
-from tracescore.scorers._common import Reason, Texts, check_count
+from tracescore.scorers._common import Texts, check_count
+from tracescore.scorers._preset import explained, json_block, judge_scorer
 from tracescore.scorers._prompt import data_block, data_blocks
 from tracescore.scorers._verdicts import normalise_verdict
 
@@ -230,16 +230,14 @@ def create_context_relevance_scorer(
         )
 
     def reason_prompt(run: ScorerRun) -> str:
-        assert run.analyze_result is not None
-        analysis = json.dumps(run.analyze_result, ensure_ascii=False, indent=1)
-        return (
-            f"{data_block('question', run.input_text)}\n\n"
-            f"{data_block('answer', run.output_text)}\n\n"
-            f"{data_block('evaluations', analysis)}\n\n"
-            f"Score: {run.score:g} out of {run.scale:g}. Explain this score."
+        return explained(
+            run,
+            data_block("question", run.input_text),
+            data_block("answer", run.output_text),
+            json_block("evaluations", run.analyze_result),
         )
 
-    return Scorer(
+    return judge_scorer(
         id=SCORER_ID,
         description="How relevant the context pieces are to the question and how well the "
         "answer used them.",
@@ -257,12 +255,8 @@ def create_context_relevance_scorer(
             validate=check_evaluations,
         ),
         generate_score=score,
-        generate_reason=JudgePrompt(
-            instructions=_REASON_INSTRUCTIONS,
-            prompt=reason_prompt,
-            output_schema=Reason,
-            name="context_relevance_reason",
-        ),
+        reason_instructions=_REASON_INSTRUCTIONS,
+        reason_prompt=reason_prompt,
         options={
             "context": None if context is None else list(context),
             "context_extractor": context_extractor,

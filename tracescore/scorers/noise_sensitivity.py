@@ -8,7 +8,6 @@ and code are tracescore's own.
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Mapping
 from typing import Annotated, Any, Literal
@@ -18,7 +17,8 @@ from pydantic import BaseModel, BeforeValidator, Field
 from tracescore._errors import ConfigurationError
 from tracescore._judge import Judge
 from tracescore.scorers._base import JudgePrompt, NotScorable, Scorer, ScorerRun, check_scale
-from tracescore.scorers._common import Reason, Texts
+from tracescore.scorers._common import Texts
+from tracescore.scorers._preset import explained, json_block, judge_scorer
 from tracescore.scorers._prompt import data_block
 from tracescore.scorers._text import plain_text
 from tracescore.scorers._verdicts import normalise_verdict
@@ -316,15 +316,13 @@ def create_noise_sensitivity_scorer(
         return value * run.scale
 
     def reason_prompt(run: ScorerRun) -> str:
-        assert run.analyze_result is not None
-        analysis = json.dumps(run.analyze_result, ensure_ascii=False, indent=1)
-        return (
-            f"{data_block('original_question', run.input_text)}\n\n"
-            f"{data_block('analysis', analysis)}\n\n"
-            f"Score: {run.score:g} out of {run.scale:g}. Explain this score."
+        return explained(
+            run,
+            data_block("original_question", run.input_text),
+            json_block("analysis", run.analyze_result),
         )
 
-    return Scorer(
+    return judge_scorer(
         id=SCORER_ID,
         description="How robust the answer is to noise added to the question.",
         model=model,
@@ -339,12 +337,8 @@ def create_noise_sensitivity_scorer(
             validate=check_analysis,
         ),
         generate_score=score,
-        generate_reason=JudgePrompt(
-            instructions=_REASON_INSTRUCTIONS,
-            prompt=reason_prompt,
-            output_schema=Reason,
-            name="noise_sensitivity_reason",
-        ),
+        reason_instructions=_REASON_INSTRUCTIONS,
+        reason_prompt=reason_prompt,
         options={
             "baseline_response": baseline_response,
             "noisy_query": noisy_query,

@@ -9,7 +9,6 @@ set of dimensions and reuses the user-mode score as the system score, so its ``"
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from typing import Annotated, Any, Literal
 
@@ -25,7 +24,7 @@ from tracescore.scorers._base import (
     ScorerRun,
     check_scale,
 )
-from tracescore.scorers._common import Reason
+from tracescore.scorers._preset import explained, json_block, judge_scorer
 from tracescore.scorers._prompt import data_block
 from tracescore.scorers._rounding import round_half_up
 from tracescore.scorers._text import _message_text, _role, input_text, plain_text
@@ -358,11 +357,16 @@ def create_prompt_alignment_scorer(
     check_scale(scale)
     options = {"evaluation_mode": evaluation_mode, "system_prompt": system_prompt, "scale": scale}
     if evaluation_mode != "both":
-        return Scorer(**_scorer_arguments(evaluation_mode, model, system_prompt, scale, options))
-    return _BothModeScorer(
-        user_mode=Scorer(**_scorer_arguments("user", model, system_prompt, scale, options)),
+        return _preset(evaluation_mode, model, system_prompt, scale, options)
+    return _preset(
+        "both",
+        model,
+        system_prompt,
+        scale,
+        options,
+        scorer_class=_BothModeScorer,
+        user_mode=_preset("user", model, system_prompt, scale, options),
         system_prompt=system_prompt,
-        **_scorer_arguments("both", model, system_prompt, scale, options),
     )
 
 
@@ -429,14 +433,16 @@ class _BothModeScorer(Scorer):
         return result.model_copy(update={"reason": f"{_NO_SYSTEM_PROMPT_NOTE} {result.reason}"})
 
 
-def _scorer_arguments(
+def _preset(
     mode: str,
     model: str | Judge | None,
     system_prompt: str | None,
     scale: float,
     options: Mapping[str, Any],
-) -> dict[str, Any]:
-    """The ``Scorer`` constructor's arguments for one evaluation mode."""
+    /,
+    **extra: Any,
+) -> Scorer:
+    """The scorer for one evaluation mode (``extra``: ``judge_scorer``'s further arguments)."""
 
     def analysis_prompt(run: ScorerRun) -> str:
         user, system = _prompts_of(run.input, run.extra.get("system_prompt"), system_prompt)
@@ -489,36 +495,34 @@ def _scorer_arguments(
                 sub = round_half_up(weighted_alignment(analysis[key], weights))
                 parts.append(f"{key} prompt: {sub:g}")
         user, _ = _prompts_of(run.input, run.extra.get("system_prompt"), system_prompt)
-        question = f"{data_block('user_prompt', user)}\n\n" if user.strip() else ""
-        return (
-            f"{question}"
-            f"{data_block('analysis', json.dumps(analysis, ensure_ascii=False, indent=1))}\n\n"
-            f"Evaluation mode: {mode}. Weighted alignment with the {'; '.join(parts)} (0 to 1). "
-            f"Score: {run.score:g} out of {run.scale:g}. Explain this score."
+        question = [data_block("user_prompt", user)] if user.strip() else []
+        return explained(
+            run,
+            *question,
+            json_block("analysis", analysis),
+            lead=f"Evaluation mode: {mode}. Weighted alignment with the {'; '.join(parts)} "
+            "(0 to 1). ",
         )
 
-    return {
-        "id": SCORER_ID,
-        "description": "How well the response follows the user's prompt and the system prompt.",
-        "model": model,
-        "requires": ("output",),
-        "scale": scale,
-        "analyze": JudgePrompt(
+    return judge_scorer(
+        id=SCORER_ID,
+        description="How well the response follows the user's prompt and the system prompt.",
+        model=model,
+        requires=("output",),
+        scale=scale,
+        analyze=JudgePrompt(
             instructions=_ANALYSIS_INSTRUCTIONS[mode],
             prompt=analysis_prompt,
             output_schema=_ANALYSIS_SCHEMAS[mode],
             name="prompt_alignment_analysis",
         ),
-        "generate_score": score,
-        "generate_reason": JudgePrompt(
-            instructions=_REASON_INSTRUCTIONS,
-            prompt=reason_prompt,
-            output_schema=Reason,
-            name="prompt_alignment_reason",
-        ),
-        "options": {
+        generate_score=score,
+        reason_instructions=_REASON_INSTRUCTIONS,
+        reason_prompt=reason_prompt,
+        options={
             "evaluation_mode": options["evaluation_mode"],
             "system_prompt": options["system_prompt"],
             "scale": float(options["scale"]),
         },
-    }
+        **extra,
+    )

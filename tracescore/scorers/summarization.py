@@ -6,7 +6,6 @@ tracescore's own.
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from pydantic import BaseModel, Field, field_validator
@@ -14,7 +13,7 @@ from pydantic import BaseModel, Field, field_validator
 from tracescore._errors import ConfigurationError
 from tracescore._judge import Judge
 from tracescore.scorers._base import JudgePrompt, NotScorable, Scorer, ScorerRun, check_scale
-from tracescore.scorers._common import Reason
+from tracescore.scorers._preset import explained, json_block, judge_scorer
 from tracescore.scorers._prompt import data_block, data_blocks
 from tracescore.scorers._rounding import round_half_up
 from tracescore.scorers._text import plain_text
@@ -234,15 +233,14 @@ def create_summarization_scorer(
             {"question": q, "answer": a["answer"], "reason": a["reason"]}
             for q, a in zip(questions_of(run), run.analyze_result["answers"], strict=True)
         ]
-        claims = json.dumps(claims_of(run), ensure_ascii=False, indent=1)
-        return (
-            f"{data_block('claims', claims)}\n\n"
-            f"{data_block('coverage', json.dumps(answered, ensure_ascii=False, indent=1))}\n\n"
-            f"Alignment: {_fmt(alignment)}; coverage: {_fmt(coverage)}. "
-            f"Score: {run.score:g} out of {run.scale:g}. Explain this score."
+        return explained(
+            run,
+            json_block("claims", claims_of(run)),
+            json_block("coverage", answered),
+            lead=f"Alignment: {_fmt(alignment)}; coverage: {_fmt(coverage)}. ",
         )
 
-    return Scorer(
+    return judge_scorer(
         id=SCORER_ID,
         description="Whether the summary is faithful to its source and covers its key points.",
         model=model,
@@ -262,12 +260,8 @@ def create_summarization_scorer(
             validate=check_answers,
         ),
         generate_score=score,
-        generate_reason=JudgePrompt(
-            instructions=_REASON_INSTRUCTIONS,
-            prompt=reason_prompt,
-            output_schema=Reason,
-            name="summarization_reason",
-        ),
+        reason_instructions=_REASON_INSTRUCTIONS,
+        reason_prompt=reason_prompt,
         options={"source": source, "max_questions": max_questions, "scale": float(scale)},
     )
 

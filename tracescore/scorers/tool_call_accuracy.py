@@ -17,7 +17,7 @@ from pydantic import BaseModel, Field
 from tracescore._errors import ConfigurationError
 from tracescore._judge import Judge
 from tracescore.scorers._base import JudgePrompt, Scorer, ScorerRun, check_scale
-from tracescore.scorers._common import Reason
+from tracescore.scorers._preset import explained, json_block, judge_scorer
 from tracescore.scorers._prompt import data_block, data_blocks
 from tracescore.scorers._text import plain_text
 
@@ -287,15 +287,13 @@ def create_tool_call_accuracy_scorer_llm(
         return appropriate / len(evaluations) * run.scale
 
     def reason_prompt(run: ScorerRun) -> str:
-        assert run.analyze_result is not None
-        analysis = json.dumps(run.analyze_result, ensure_ascii=False, indent=1)
-        return (
-            f"{data_block('question', run.input_text)}\n\n"
-            f"{data_block('evaluations', analysis)}\n\n"
-            f"Score: {run.score:g} out of {run.scale:g}. Explain this score."
+        return explained(
+            run,
+            data_block("question", run.input_text),
+            json_block("evaluations", run.analyze_result),
         )
 
-    return Scorer(
+    return judge_scorer(
         id=SCORER_ID,
         description="Whether the tools the agent called were appropriate for the request (LLM).",
         model=model,
@@ -310,11 +308,7 @@ def create_tool_call_accuracy_scorer_llm(
             validate=check_evaluations,
         ),
         generate_score=score,
-        generate_reason=JudgePrompt(
-            instructions=_REASON_INSTRUCTIONS,
-            prompt=reason_prompt,
-            output_schema=Reason,
-            name="tool_call_accuracy_reason",
-        ),
+        reason_instructions=_REASON_INSTRUCTIONS,
+        reason_prompt=reason_prompt,
         options={"available_tools": tools, "scale": float(scale)},
     )
