@@ -11,8 +11,8 @@ for _name in ("TRACESCORE_JUDGE_MODEL", "OPENAI_API_KEY", "OPENAI_API_BASE", "OP
     os.environ.pop(_name, None)
 
 import pytest  # noqa: E402
-from helpers import timeout_scale  # noqa: E402
 
+from tests.helpers import timeout_scale  # noqa: E402
 from tracescore import Judge  # noqa: E402
 from tracescore.testing import ScriptedJudge, make_judge  # noqa: E402
 

@@ -29,9 +29,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import scaled
 
 import tracescore
+from tests.helpers import scaled
 
 PACKAGE = "tracescore"
 PACKAGE_DIR = Path(tracescore.__file__).resolve().parent
