@@ -1,4 +1,5 @@
-"""Every span, event and resource attribute name tracescore writes, in one place.
+"""Every span, event, resource and metric attribute name tracescore writes, and every metric
+instrument it creates (the ``METRICS`` table at the end), in one place.
 
 Names follow the OpenTelemetry GenAI semantic conventions (``gen_ai.*``) and, so that Arize
 Phoenix renders the spans, OpenInference (``openinference.span.kind``, ``input.value``, ...).
@@ -7,7 +8,7 @@ This module imports nothing of tracescore's.
 
 from __future__ import annotations
 
-from typing import Final
+from typing import Final, Literal, NamedTuple
 
 # --- OTel GenAI semantic conventions -------------------------------------------------------------
 GEN_AI_OPERATION_NAME: Final = "gen_ai.operation.name"
@@ -144,3 +145,113 @@ TRACESCORE_EXPERIMENT_ITEM_ID: Final = "tracescore.experiment.item.id"
 TRACESCORE_EXPERIMENT_ITEM_GROUND_TRUTH: Final = "tracescore.experiment.item.ground_truth"
 OI_KIND_CHAIN: Final = "CHAIN"
 OI_METADATA: Final = "metadata"
+
+
+# --- Metrics -------------------------------------------------------------------------------------
+# Attributes of tracescore's own metrics (besides gen_ai.* and error.type above).
+TRACESCORE_OUTCOME: Final = "tracescore.outcome"
+TRACESCORE_SKIP_REASON: Final = "tracescore.skip.reason"
+TRACESCORE_DROP_REASON: Final = "tracescore.drop.reason"
+GEN_AI_TOKEN_TYPE: Final = "gen_ai.token.type"
+GEN_AI_RESPONSE_MODEL: Final = "gen_ai.response.model"
+TRACESCORE_JUDGE_TRANSPORT: Final = "tracescore.judge.transport"
+TRACESCORE_SERVE_SIGNAL: Final = "tracescore.serve.signal"
+TRACESCORE_SERVE_REASON: Final = "tracescore.serve.reason"
+SERVE_INSTRUMENTATION_SCOPE: Final = "tracescore.serve"
+
+
+class Instrument(NamedTuple):
+    """One metric instrument: what ``tracescore._telemetry.create_instrument`` makes of it."""
+
+    name: str
+    kind: Literal["counter", "histogram", "gauge", "observable_counter"]
+    unit: str
+    description: str
+    buckets: tuple[float, ...] | None = None  # a histogram's advisory bucket boundaries
+
+
+# Score values live in 0..scale, usually 0..1: buckets fine enough for percentiles and alerts.
+_SCORE_BUCKETS = (0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 1.0, 2.0, 5.0, 10.0)
+_DURATION_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0)
+# The advisory boundaries the GenAI semantic conventions give for their client metrics.
+_CLIENT_DURATION_BUCKETS = (0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12, 10.24,
+                            20.48, 40.96, 81.92)
+_CLIENT_TOKEN_BUCKETS = (1, 4, 16, 64, 256, 1024, 4096, 16384, 65536, 262144, 1048576, 4194304,
+                         16777216, 67108864)
+_SERVE_DURATION_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0)
+
+# Every metric tracescore records, by the attribute of its owner that holds it:
+# ``tracescore._telemetry.Telemetry`` (scope ``tracescore``) and, under ``serve_``,
+# ``tracescore._serve.metrics.ServiceMetrics`` (scope ``tracescore.serve``).
+METRICS: Final[dict[str, Instrument]] = {
+    "score": Instrument(
+        "tracescore.evaluation.score", "histogram", "1",
+        "Score values attached to spans, per scorer id.", _SCORE_BUCKETS),
+    "jobs": Instrument(
+        "tracescore.scoring.jobs", "counter", "{job}",
+        "Scoring jobs by outcome (scored, not_scorable, error, skipped, dropped)."),
+    "duration": Instrument(
+        "tracescore.scoring.duration", "histogram", "s",
+        "Wall time of one scoring job, judge calls included.", _DURATION_BUCKETS),
+    "tokens": Instrument(
+        "tracescore.judge.token.usage", "counter", "{token}",
+        "Tokens the judge consumed, by gen_ai.token.type."),
+    "cost": Instrument(
+        "tracescore.judge.cost", "counter", "USD",
+        "Judge cost where litellm knows the model's price."),
+    "spans_exported": Instrument(
+        "tracescore.spans.exported", "counter", "{span}", "Spans the exporter accepted."),
+    "spans_dropped": Instrument(
+        "tracescore.spans.dropped", "counter", "{span}",
+        "Spans that will never reach the backend, by tracescore.drop.reason."),
+    "client_duration": Instrument(
+        "gen_ai.client.operation.duration", "histogram", "s",
+        "Duration of each judge call (GenAI client operation).", _CLIENT_DURATION_BUCKETS),
+    "client_tokens": Instrument(
+        "gen_ai.client.token.usage", "histogram", "{token}",
+        "Tokens of each judge call, by gen_ai.token.type.", _CLIENT_TOKEN_BUCKETS),
+    "queue_size": Instrument(
+        "tracescore.scoring.queue.size", "gauge", "{job}",
+        "Scoring jobs accepted and not finished."),
+    "held": Instrument(
+        "tracescore.spans.held", "gauge", "{span}", "Spans held until their scores are attached."),
+    "annotations": Instrument(
+        "tracescore.phoenix.annotations", "counter", "{annotation}",
+        "Scores sent to Phoenix as span annotations, by outcome (sent, failed, dropped)."),
+    # tracescore serve
+    "serve_received": Instrument(
+        "tracescore.serve.spans.received", "counter", "{span}", "Spans received."),
+    "serve_passed": Instrument(
+        "tracescore.serve.spans.passed_through", "counter", "{span}",
+        "Spans no rule picked, forwarded at once."),
+    "serve_records": Instrument(
+        "tracescore.serve.log_records.received", "counter", "{record}",
+        "Log records received (forwarded unchanged)."),
+    "serve_rejected": Instrument(
+        "tracescore.serve.requests.rejected", "counter", "{request}",
+        "Requests refused with backpressure, by reason."),
+    "serve_duration": Instrument(
+        "tracescore.serve.request.duration", "histogram", "s",
+        "Time to take one export request.", _SERVE_DURATION_BUCKETS),
+    "serve_scored": Instrument(
+        "tracescore.serve.spans.scored", "observable_counter", "{span}",
+        "Spans held for their scores since start."),
+    "serve_held": Instrument(
+        "tracescore.serve.spans.held", "gauge", "{span}", "Spans held for their scores now."),
+    "serve_deferred": Instrument(
+        "tracescore.serve.spans.deferred", "gauge", "{span}",
+        "Scored spans waiting for their trace to complete now."),
+    "serve_queued": Instrument(
+        "tracescore.serve.export.queued", "gauge", "{span}",
+        "Spans waiting in memory to be forwarded now."),
+    "serve_spooled": Instrument(
+        "tracescore.serve.export.spooled", "gauge", "{batch}",
+        "Batches waiting in the retry spool now."),
+    "serve_at_risk": Instrument(
+        "tracescore.serve.spans.at_risk", "gauge", "{span}",
+        "Spans accepted and not yet handed downstream now (a crash loses them)."),
+    "serve_invalid": Instrument(
+        "tracescore.serve.requests.invalid", "counter", "{request}",
+        "Requests refused before admission (malformed, too large, unauthenticated, timeouts), "
+        "by reason."),
+}

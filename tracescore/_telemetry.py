@@ -59,22 +59,50 @@ from . import _semconv as sc
 
 logger = logging.getLogger("tracescore")
 
-OUTCOME: str = "tracescore.outcome"
+OUTCOME: str = sc.TRACESCORE_OUTCOME
 MAX_DIMENSION_VALUES = 20
 OTHER = "_other"
 NONE = "_none"
-SKIP_REASON: str = "tracescore.skip.reason"
-DROP_REASON: str = "tracescore.drop.reason"
-TOKEN_TYPE: str = "gen_ai.token.type"
+SKIP_REASON: str = sc.TRACESCORE_SKIP_REASON
+DROP_REASON: str = sc.TRACESCORE_DROP_REASON
+TOKEN_TYPE: str = sc.GEN_AI_TOKEN_TYPE
 
-# Score values live in 0..scale, usually 0..1: buckets fine enough for percentiles and alerts.
-_SCORE_BUCKETS = [0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 1.0, 2.0, 5.0, 10.0]
-_DURATION_BUCKETS = [0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0]
-# The advisory boundaries the GenAI semantic conventions give for their client metrics.
-_CLIENT_DURATION_BUCKETS = [0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12, 10.24,
-                            20.48, 40.96, 81.92]
-_CLIENT_TOKEN_BUCKETS = [1, 4, 16, 64, 256, 1024, 4096, 16384, 65536, 262144, 1048576, 4194304,
-                         16777216, 67108864]
+
+def create_instrument(meter: Any, spec: sc.Instrument,
+                      observe: Callable[[], int] | None = None) -> Any:
+    """The instrument ``spec`` describes, on ``meter``.
+
+    Args:
+        meter: an OTel ``Meter``.
+        spec: the instrument's entry in ``tracescore._semconv.METRICS``.
+        observe: for an observable instrument (``gauge``, ``observable_counter``), the callable
+            read at each collection; an exception there records nothing that time.
+
+    Returns:
+        The instrument (``None``-like for observable ones: they need no handle).
+    """
+    kind = spec.kind
+    if kind == "counter":
+        return meter.create_counter(spec.name, unit=spec.unit, description=spec.description)
+    if kind == "histogram":
+        return meter.create_histogram(
+            spec.name, unit=spec.unit, description=spec.description,
+            explicit_bucket_boundaries_advisory=None if spec.buckets is None
+            else list(spec.buckets),
+        )
+    if observe is None:
+        raise ValueError(f"the observable instrument {spec.name} needs a callable to observe")
+    read = observe
+
+    def callback(options: Any) -> Iterable[metrics.Observation]:
+        try:
+            return [metrics.Observation(read())]
+        except Exception:
+            return []
+
+    create = (meter.create_observable_gauge if kind == "gauge"
+              else meter.create_observable_counter)
+    return create(spec.name, callbacks=[callback], unit=spec.unit, description=spec.description)
 
 
 class Telemetry:
@@ -99,72 +127,22 @@ class Telemetry:
     ) -> None:
         provider = meter_provider or metrics.get_meter_provider()
         meter = provider.get_meter(sc.INSTRUMENTATION_SCOPE, version)
-        self.score = meter.create_histogram(
-            "tracescore.evaluation.score", unit="1",
-            description="Score values attached to spans, per scorer id.",
-            explicit_bucket_boundaries_advisory=_SCORE_BUCKETS,
-        )
-        self.jobs = meter.create_counter(
-            "tracescore.scoring.jobs", unit="{job}",
-            description="Scoring jobs by outcome (scored, not_scorable, error, skipped, "
-                        "dropped).",
-        )
-        self.duration = meter.create_histogram(
-            "tracescore.scoring.duration", unit="s",
-            description="Wall time of one scoring job, judge calls included.",
-            explicit_bucket_boundaries_advisory=_DURATION_BUCKETS,
-        )
-        self.tokens = meter.create_counter(
-            "tracescore.judge.token.usage", unit="{token}",
-            description="Tokens the judge consumed, by gen_ai.token.type.",
-        )
-        self.cost = meter.create_counter(
-            "tracescore.judge.cost", unit="USD",
-            description="Judge cost where litellm knows the model's price.",
-        )
-
-        self.spans_exported = meter.create_counter(
-            "tracescore.spans.exported", unit="{span}",
-            description="Spans the exporter accepted.",
-        )
-        self.spans_dropped = meter.create_counter(
-            "tracescore.spans.dropped", unit="{span}",
-            description="Spans that will never reach the backend, by tracescore.drop.reason.",
-        )
-
-        self.client_duration = meter.create_histogram(
-            "gen_ai.client.operation.duration", unit="s",
-            description="Duration of each judge call (GenAI client operation).",
-            explicit_bucket_boundaries_advisory=_CLIENT_DURATION_BUCKETS,
-        )
-        self.client_tokens = meter.create_histogram(
-            "gen_ai.client.token.usage", unit="{token}",
-            description="Tokens of each judge call, by gen_ai.token.type.",
-            explicit_bucket_boundaries_advisory=_CLIENT_TOKEN_BUCKETS,
-        )
-
-        def observe(fn: Callable[[], int]) -> Callable[[Any], Iterable[metrics.Observation]]:
-            def callback(options: Any) -> Iterable[metrics.Observation]:
-                try:
-                    return [metrics.Observation(fn())]
-                except Exception:
-                    return []
-
-            return callback
-
-        meter.create_observable_gauge(
-            "tracescore.scoring.queue.size", callbacks=[observe(queue_size)], unit="{job}",
-            description="Scoring jobs accepted and not finished.",
-        )
-        meter.create_observable_gauge(
-            "tracescore.spans.held", callbacks=[observe(held_spans)], unit="{span}",
-            description="Spans held until their scores are attached.",
-        )
-        self.annotations = meter.create_counter(
-            "tracescore.phoenix.annotations", unit="{annotation}",
-            description="Scores sent to Phoenix as span annotations, by outcome (sent, failed, "
-                        "dropped).",
-        )
+        gauges = {"queue_size": queue_size, "held": held_spans}
+        made = {
+            key: create_instrument(meter, spec, gauges.get(key))
+            for key, spec in sc.METRICS.items()
+            if not key.startswith("serve_")
+        }
+        self.score = made["score"]
+        self.jobs = made["jobs"]
+        self.duration = made["duration"]
+        self.tokens = made["tokens"]
+        self.cost = made["cost"]
+        self.spans_exported = made["spans_exported"]
+        self.spans_dropped = made["spans_dropped"]
+        self.client_duration = made["client_duration"]
+        self.client_tokens = made["client_tokens"]
+        self.annotations = made["annotations"]
         self._dimension_lock = threading.Lock()
         self._dimension_values: dict[tuple[str, str], set[str]] = {}
         self._logger_provider = logger_provider

@@ -21,9 +21,11 @@ The same figures are served in Prometheus' text format on ``/metrics``
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
-_DURATION_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0)
+from .. import _semconv as sc
+from .._telemetry import create_instrument
 
 
 class ServiceMetrics:
@@ -36,73 +38,38 @@ class ServiceMetrics:
     """
 
     def __init__(self, meter_provider: Any, service: Any) -> None:
-        from opentelemetry.metrics import Observation
+        meter = meter_provider.get_meter(sc.SERVE_INSTRUMENTATION_SCOPE)
 
-        meter = meter_provider.get_meter("tracescore.serve")
-        self.received = meter.create_counter(
-            "tracescore.serve.spans.received", unit="{span}", description="Spans received.")
-        self.passed = meter.create_counter(
-            "tracescore.serve.spans.passed_through", unit="{span}",
-            description="Spans no rule picked, forwarded at once.")
-        self.records = meter.create_counter(
-            "tracescore.serve.log_records.received", unit="{record}",
-            description="Log records received (forwarded unchanged).")
-        self.rejected = meter.create_counter(
-            "tracescore.serve.requests.rejected", unit="{request}",
-            description="Requests refused with backpressure, by reason.")
-        self.duration = meter.create_histogram(
-            "tracescore.serve.request.duration", unit="s",
-            description="Time to take one export request.",
-            explicit_bucket_boundaries_advisory=_DURATION_BUCKETS)
-
-        def scored(_: Any) -> list[Any]:
-            return [Observation(service.processor.stats.spans_scored)]
-
-        def held(_: Any) -> list[Any]:
-            return [Observation(service.processor.held_spans())]
-
-        def deferred(_: Any) -> list[Any]:
-            return [Observation(service.settler.deferred_spans)]
-
-        meter.create_observable_counter(
-            "tracescore.serve.spans.scored", [scored], unit="{span}",
-            description="Spans held for their scores since start.")
-        meter.create_observable_gauge(
-            "tracescore.serve.spans.held", [held], unit="{span}",
-            description="Spans held for their scores now.")
-        meter.create_observable_gauge(
-            "tracescore.serve.spans.deferred", [deferred], unit="{span}",
-            description="Scored spans waiting for their trace to complete now.")
-
-        def queued(_: Any) -> list[Any]:
-            return [Observation(service.export.queued_spans)]
-
-        def spooled(_: Any) -> list[Any]:
+        def spooled() -> int:
             spool = service.export.spool
-            return [Observation(len(spool) if spool is not None else 0)]
+            return len(spool) if spool is not None else 0
 
-        meter.create_observable_gauge(
-            "tracescore.serve.export.queued", [queued], unit="{span}",
-            description="Spans waiting in memory to be forwarded now.")
-        meter.create_observable_gauge(
-            "tracescore.serve.export.spooled", [spooled], unit="{batch}",
-            description="Batches waiting in the retry spool now.")
-
-        def at_risk(_: Any) -> list[Any]:
-            queued_now = service.export.queued_spans
+        def at_risk() -> int:
+            queued_now = int(service.export.queued_spans)
             if getattr(service, "forward_first", False):
-                return [Observation(queued_now)]
-            return [Observation(queued_now + service.processor.held_spans()
-                                + service.settler.deferred_spans)]
+                return queued_now
+            return (queued_now + int(service.processor.held_spans())
+                    + int(service.settler.deferred_spans))
 
-        meter.create_observable_gauge(
-            "tracescore.serve.spans.at_risk", [at_risk], unit="{span}",
-            description="Spans accepted and not yet handed downstream now (a crash loses "
-                        "them).")
-        self.invalid = meter.create_counter(
-            "tracescore.serve.requests.invalid", unit="{request}",
-            description="Requests refused before admission (malformed, too large, "
-                        "unauthenticated, timeouts), by reason.")
+        gauges: dict[str, Callable[[], int]] = {
+            "serve_scored": lambda: int(service.processor.stats.spans_scored),
+            "serve_held": lambda: int(service.processor.held_spans()),
+            "serve_deferred": lambda: int(service.settler.deferred_spans),
+            "serve_queued": lambda: int(service.export.queued_spans),
+            "serve_spooled": spooled,
+            "serve_at_risk": at_risk,
+        }
+        made = {
+            key: create_instrument(meter, spec, gauges.get(key))
+            for key, spec in sc.METRICS.items()
+            if key.startswith("serve_")
+        }
+        self.received = made["serve_received"]
+        self.passed = made["serve_passed"]
+        self.records = made["serve_records"]
+        self.rejected = made["serve_rejected"]
+        self.duration = made["serve_duration"]
+        self.invalid = made["serve_invalid"]
         self._service = service
         service.admission.on_reject = self.reject
         intake = getattr(service, "intake", None)
@@ -117,17 +84,17 @@ class ServiceMetrics:
         self.received.add(items)
         if passed:
             self.passed.add(passed)
-        self.duration.record(seconds, {"tracescore.serve.signal": signal})
+        self.duration.record(seconds, {sc.TRACESCORE_SERVE_SIGNAL: signal})
 
     def reject(self, reason: str, signal: str, items: int) -> None:
         """Count one refused request."""
-        self.rejected.add(1, {"tracescore.serve.reason": reason,
-                              "tracescore.serve.signal": signal})
+        self.rejected.add(1, {sc.TRACESCORE_SERVE_REASON: reason,
+                              sc.TRACESCORE_SERVE_SIGNAL: signal})
 
     def refuse(self, reason: str, signal: str) -> None:
         """Count one request refused before admission."""
-        self.invalid.add(1, {"tracescore.serve.reason": reason,
-                             "tracescore.serve.signal": signal})
+        self.invalid.add(1, {sc.TRACESCORE_SERVE_REASON: reason,
+                             sc.TRACESCORE_SERVE_SIGNAL: signal})
 
     def prometheus_text(self) -> str:
         """The backlog and the counters in Prometheus' text exposition format (0.0.4)."""
