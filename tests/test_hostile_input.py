@@ -199,7 +199,9 @@ def test_a_deeply_nested_reply_gets_the_repair_retry(judge_server: ScriptedJudge
 
 
 def test_two_unparseable_replies_are_invalid_judge_output(judge_server: ScriptedJudge) -> None:
-    judge_server.route(VERDICT, ["[" * 50_000, "{" * 50_000])
+    # Nested past json-repair's depth limit, which refuses 2,000 braces as it does 50,000 (the
+    # same ValueError) in a thirtieth of the CPU: its repair is quadratic in the nesting.
+    judge_server.route(VERDICT, ["[" * 50_000, "{" * 2_000])
     with pytest.raises(InvalidJudgeOutputError) as info:
         judged_scorer(make_judge(judge_server)).run(input="q", output="a")
     assert info.value.error_type == "invalid_judge_output"

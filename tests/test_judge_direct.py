@@ -18,7 +18,7 @@ from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from pydantic import BaseModel
 
 import tracescore
-from tests.helpers import eval_events, finished, memory_configure
+from tests.helpers import eval_events, finished, memory_configure, scaled
 from tracescore._errors import ConfigurationError
 from tracescore._judge import Judge, direct, prices, strict_schema
 from tracescore.scorers import create_answer_relevancy_scorer
@@ -221,7 +221,7 @@ _APP = textwrap.dedent(
             return "Paris."
 
         answer("Capital of France?")
-        assert tracescore.force_flush(60_000)
+        assert tracescore.force_flush(int(sys.argv[3]))  # a child importing litellm: seconds
         scores = [e.attributes["gen_ai.evaluation.score.value"]
                   for s in exporter.get_finished_spans() for e in s.events
                   if e.name == "gen_ai.evaluation.result"]
@@ -239,8 +239,9 @@ _APP = textwrap.dedent(
 def test_application_never_imports_litellm(transport: str, out_of_process: bool) -> None:
     # Out of process means out of process: the parent builds requests, classifies failures
     # and prices replies without litellm, whichever transport the child uses.
-    run = subprocess.run([sys.executable, "-c", _APP, transport, "1" if out_of_process else "0"],
-                         capture_output=True, text=True, timeout=180)
+    run = subprocess.run([sys.executable, "-c", _APP, transport, "1" if out_of_process else "0",
+                          str(int(scaled(60_000)))],
+                         capture_output=True, text=True, timeout=scaled(180))
     assert run.returncode == 0, run.stderr[-3000:]
     result = json.loads(run.stdout.strip().splitlines()[-1])
     assert result == {"scores": [1.0], "litellm": False, "openai": False}
