@@ -15,6 +15,17 @@ span of each and their ratio:
 - ``16 KB, 5 secrets``: the same text with five credentials planted (they are found and cut);
 - ``redact_text 16 KB``: the bare function on the 16 KB text, without a span.
 
+Then the export path's redaction of whole spans (``tracescore._export.scrub.Scrubber``, on the
+export thread, so not in the figures above): a typical agent span as the decorators make it
+(with its events and resource), and one with 16 KB of content.
+
+Then 1 MiB adversarial texts (issue 22): runs of one character (each character that starts a
+rule, and others), ``-----BEGIN ... PRIVATE KEY-----`` headers repeated with no end, the same
+with ends, prose, prose with secrets, and dense candidates (``a=``, ``:a``, ``password=x``,
+``token abc123x``, every rule's start in one text). For each: the best of ``--adv-rounds`` of
+``redact_text`` in wall time and in thread CPU time, and the same text's cost of one
+``str.count`` pass (a reference from the same run: the machine is shared and loaded).
+
 Also printed: the ``uptime`` load, since the machine is shared (compare ratios within one run).
 """
 
@@ -87,6 +98,78 @@ def with_secrets(text: str) -> str:
     return out[: len(text)]
 
 
+MIB = 1 << 20
+
+
+def adversarial() -> dict[str, str]:
+    """The 1 MiB texts of issue 22's attack and a few more of our own."""
+    texts = {f"run of {c!r}": c * MIB for c in "a-=:x_AB J/tk"}
+    header = "-----BEGIN RSA PRIVATE KEY-----\n"
+    texts["PEM headers, no end"] = (header * (MIB // len(header) + 1))[:MIB]
+    block = header + "MIIBOgIBAAJBAKj34GkxFhD90vcNLYLInFEX6Ppy1tPf9Cnzj4p4WGeKLs1Pt8Qu\n" \
+        "-----END RSA PRIVATE KEY-----\n"
+    texts["PEM blocks"] = (block * (MIB // len(block) + 1))[:MIB]
+    texts["prose"] = prose(MIB)
+    texts["prose, 5 secrets"] = with_secrets(prose(MIB))
+    starts = ("sk- ghp_ xoxb- AKIA token password= key: Bearer Basic :// -----BEGIN eyJ pypi- "
+              "npm_ hf_ r8_ ")
+    for name, unit in {"a= dense": "a= ", ":a dense": ":a", "password=x dense": "password=x ",
+                       "token abc123x dense": "token abc123x ",
+                       "every rule's start": starts}.items():
+        texts[name] = (unit * (MIB // len(unit) + 1))[:MIB]
+    return texts
+
+
+def bench_adversarial(rounds: int) -> None:
+    print(f"\n{'1 MiB text':<24} {'wall ms':>8} {'cpu ms':>8} {'count ms':>9} {'cpu/count':>10}")
+    for name, text in adversarial().items():
+        wall, cpu, ref = [], [], []
+        for _ in range(rounds):
+            w, c = time.perf_counter(), time.thread_time()
+            _redact.redact_text(text)
+            wall.append(time.perf_counter() - w)
+            cpu.append(time.thread_time() - c)
+            c = time.thread_time()
+            text.count("\x00")
+            ref.append(time.thread_time() - c)
+        print(f"{name:<24} {min(wall) * 1e3:>8.1f} {min(cpu) * 1e3:>8.1f} "
+              f"{min(ref) * 1e3:>9.2f} {min(cpu) / max(min(ref), 1e-6):>10.0f}")
+
+
+def bench_scrub(calls: int, rounds: int, answer: str, big: str) -> None:
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    from tracescore._export.scrub import Scrubber
+
+    memory = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(memory))
+    tracescore.configure(service_name="bench-redaction", tracer_provider=provider,
+                         exporter=False)
+
+    @tracescore.agent(name="support")
+    def typical(question: str, user_id: str) -> str:
+        return answer
+
+    @tracescore.agent(name="long")
+    def long_answer(question: str) -> str:
+        return big
+
+    typical("What is the refund policy for orders over 30 days?", "u-1234")
+    long_answer("What is the refund policy?")
+    tracescore.shutdown(5000)
+    spans = {"scrub typical span": memory.get_finished_spans()[0],
+             "scrub 16 KB span": memory.get_finished_spans()[1]}
+    scrubber = Scrubber()
+    print(f"\n{'export-path redaction':<22} {'µs per span':>12}")
+    for name, span in spans.items():
+        n = calls if "typical" in name else max(calls // 10, 50)
+        best = min(timed(lambda span=span: scrubber.span(span), n) for _ in range(rounds))
+        print(f"{name:<22} {best * 1e6:>12.1f}")
+
+
 def timed(fn: Callable[[], Any], calls: int) -> float:
     """Seconds per call of ``fn``, over ``calls`` calls."""
     start = time.perf_counter()
@@ -99,6 +182,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--calls", type=int, default=5000, help="calls per variant per round")
     parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--adv-rounds", type=int, default=5,
+                        help="rounds of each 1 MiB adversarial text")
     args = parser.parse_args()
 
     tracescore.configure(service_name="bench-redaction", exporter=NoopExporter())
@@ -151,6 +236,9 @@ def main() -> None:
         on = statistics.median(results[(name, True)]) * 1e6
         off = statistics.median(results[(name, False)]) * 1e6
         print(f"{name:<20} {on:>12.1f} {off:>14.1f} {on - off:>9.1f} {on / off:>7.2f}")
+    bench_scrub(args.calls, args.rounds, answer, big)
+    bench_adversarial(args.adv_rounds)
+    print(f"redaction overflows (texts cut from a point on): {_redact.overflows}")
 
 
 if __name__ == "__main__":

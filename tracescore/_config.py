@@ -29,6 +29,7 @@ from . import _destinations, _env, _handoff, _input_caps, _signals, _state
 from . import _semconv as sc
 from ._errors import ConfigurationError
 from ._export import ExportProcessor, Spool
+from ._export.scrub import Scrubber
 from ._exporters import exporter_from_env
 from ._judge import Judge
 from ._processor import ScoringSpanProcessor
@@ -176,6 +177,7 @@ class _ExportSettings:
     retry_dir: str | None
     retry_max_bytes: int
     retry_max_age: float
+    redact_foreign: bool = True  # redact other instrumentations' spans on the export path
 
 
 @dataclass(frozen=True)
@@ -250,6 +252,9 @@ def _resolve_export(service_name: Any, tracer_provider: Any, exporter: Any,
     retry = given.get("export_retry")
     if retry is not None and not isinstance(retry, bool):
         raise ConfigurationError("configure(export_retry=...) takes True or False")
+    redact_foreign = given.get("redact_foreign_spans")
+    if redact_foreign is not None and not isinstance(redact_foreign, bool):
+        raise ConfigurationError("configure(redact_foreign_spans=...) takes True or False")
     retry_dir = given.get("export_retry_dir")
     if retry_dir is not None and not isinstance(retry_dir, (str, os.PathLike)):
         raise ConfigurationError("configure(export_retry_dir=...) takes a folder path")
@@ -268,6 +273,8 @@ def _resolve_export(service_name: Any, tracer_provider: Any, exporter: Any,
                                   _env.export_retry_max_bytes, integer=True),
         retry_max_age=_positive("export_retry_max_age", given.get("export_retry_max_age"),
                                 _env.export_retry_max_age),
+        redact_foreign=(_env.redact_foreign_spans() if redact_foreign is None
+                        else redact_foreign),
     )
 
 
@@ -347,6 +354,7 @@ def _build_export(settings: _ExportSettings) -> tuple[SpanProcessor | None, str]
         schedule_delay=_env.bsp_schedule_delay(),
         max_queue_spans=_env.bsp_max_queue_size(),
         spool=spool,
+        scrub=Scrubber(foreign=settings.redact_foreign),
     )
     return processor, description
 
@@ -504,6 +512,7 @@ def configure(
     phoenix_url: str | bool | None = None,
     redact_patterns: Sequence[str | re.Pattern[str]] | None = None,
     redact: Callable[[str], str] | None = None,
+    redact_foreign_spans: bool | None = None,
 ) -> Tracescore:
     """Set tracescore up: spans, scoring rules, judge and export. Keyword arguments only.
 
@@ -611,6 +620,10 @@ def configure(
             built-in rules, e.g. to remove customer ids. If it raises or returns something
             else than a string, that text is recorded as ``[REDACTED]`` (logged once). Keep it
             fast: it runs on your threads, once per recorded value. Default: none.
+        redact_foreign_spans: every span tracescore exports is redacted on the export thread
+            (name, span, event and link attributes, status, resource; docs/security.md);
+            tracescore's own spans always, other instrumentations' spans on the same provider
+            unless this is ``False``. Default ``TRACESCORE_REDACT_FOREIGN_SPANS``, else True.
 
     Returns:
         The configured ``Tracescore`` instance.
@@ -638,6 +651,7 @@ def configure(
         "export_retry_dir": export_retry_dir,
         "export_retry_max_bytes": export_retry_max_bytes,
         "export_retry_max_age": export_retry_max_age,
+        "redact_foreign_spans": redact_foreign_spans,
     })
     content = _resolve_content(capture_content, max_content_length)
     caps = _input_caps.InputCaps(

@@ -64,6 +64,7 @@ TRACESCORE_EXPORT_RETRY_MAX_AGE = "TRACESCORE_EXPORT_RETRY_MAX_AGE"
 TRACESCORE_SERVE_CONFIG = "TRACESCORE_SERVE_CONFIG"
 
 TRACESCORE_REDACT_PATTERNS = "TRACESCORE_REDACT_PATTERNS"
+TRACESCORE_REDACT_FOREIGN_SPANS = "TRACESCORE_REDACT_FOREIGN_SPANS"
 # The providers' credential variables (litellm reads these): their values are redacted
 # wherever they appear. Any other variable whose name looks secret (see credential_values) is
 # redacted too; this list names those whose names do not (none today) and documents the rest.
@@ -117,6 +118,7 @@ DEFAULT_EXPORT_BATCH_BYTES = 3 * 1024 * 1024
 DEFAULT_BSP_MAX_EXPORT_BATCH_SIZE = 512  # the OTel specification's default
 DEFAULT_BSP_SCHEDULE_DELAY_MS = 5_000.0  # the OTel specification's default
 DEFAULT_EXPORT_RETRY = True
+DEFAULT_REDACT_FOREIGN_SPANS = True
 DEFAULT_EXPORT_RETRY_MAX_BYTES = 512 * 1024 * 1024
 DEFAULT_EXPORT_RETRY_MAX_AGE = 3_600.0
 
@@ -517,6 +519,12 @@ def credential_values(is_secret_name: Callable[[str], bool]) -> list[str]:
         if secret:
             values.append(value.strip())
     return values
+
+
+def redact_foreign_spans() -> bool:
+    """``TRACESCORE_REDACT_FOREIGN_SPANS``: redact other instrumentations' spans on tracescore's
+    export path too (tracescore's own spans always are). Default True."""
+    return read_bool(TRACESCORE_REDACT_FOREIGN_SPANS, DEFAULT_REDACT_FOREIGN_SPANS)
 
 
 def redact_patterns() -> list[str]:

@@ -2,7 +2,7 @@
 
 Span attributes (captured inputs, outputs, documents, tool arguments and results, exception
 messages and status descriptions), score explanations, tracescore's own log records, prompts to
-the judge and judge error messages all pass through here. Three kinds of rule apply:
+the judge and judge error messages all pass through here. Four kinds of rule apply:
 
 - **key names** (``is_secret_key``): a value under a name such as ``api_key``, ``openai_key``,
   ``*secret*``, ``*password*``/``passwd``, ``*token*`` (not ``max_tokens``), ``authorization``,
@@ -14,6 +14,9 @@ the judge and judge error messages all pass through here. Three kinds of rule ap
   ``xox?-``, Stripe ``sk_live_``, Hugging Face ``hf_``, ...), ``Bearer <token>`` (kept as
   ``Bearer [REDACTED]``), the password of a URL (``scheme://user:[REDACTED]@host``), JWTs and
   PEM private keys;
+- **credential words in prose**: a value after ``token``, ``password``, ``secret``,
+  ``credential``, ``api key`` ... ("auth failed with token X", "the password is X") when it
+  looks like a credential (a digit, a symbol or an inner capital; "the token limit" is prose);
 - **exact values** of every credential tracescore knows: the judges' litellm arguments
   (``remember_judge_kwargs``) and the providers' key variables in the environment
   (``tracescore._env.credential_values``). Values shorter than ``MIN_SECRET_LENGTH`` are not
@@ -23,10 +26,14 @@ Users add their own patterns and a callback (``configure(redact_patterns=..., re
 env ``TRACESCORE_REDACT_PATTERNS``). A callback that raises redacts the whole text it was given
 (logged once, counted in ``callback_failures``).
 
-Cost: all built-in rules are one compiled regular expression whose every alternative starts
-with a literal character, so the regex engine skips ahead with a character-set test instead of
-trying each rule at each position; strings shorter than ``MIN_SECRET_LENGTH`` skip the regex.
-``benchmarks/bench_redaction.py`` measures the cost per span.
+Cost: linear in the text, whatever the text (issue 22). Each rule starts with a literal searched
+at C speed and runs only when its literal is in the text; names are found from the words secret
+names are made of (``pass``, ``secret``, ``key``, ``token``, ...), so a text full of ``:`` and
+``=`` (JSON) costs no more than prose; a PEM header with no end redacts the rest of the text;
+the matches examined in Python are bounded per text (past the bound the rest of the text is
+``[REDACTED]``, counted in ``overflows`` and logged once). Strings shorter than
+``MIN_SECRET_LENGTH`` are skipped. ``benchmarks/bench_redaction.py`` measures typical spans and
+1 MiB adversarial texts.
 
 Only the standard library is imported (and ``_env``, itself standard library only): the
 decorators' hot path imports this module.
@@ -138,116 +145,193 @@ def is_secret_key(key: str) -> bool:
 
 # --- Value patterns ----------------------------------------------------------------------------
 
-# Each alternative of the one regular expression starts with a literal "anchor" character chosen
-# to be rare in ordinary text ("-", "_", ":", "=", "A", "B", "J", "x"), and checks the
-# characters before it with a fixed-width lookbehind. The regex engine then jumps between
-# candidate positions with one character-set test instead of trying every rule at every
-# position (measured: 16 KB of prose in ~0.1 ms instead of ~1.7 ms when rules started with
-# common letters). Each alternative has exactly one named group, the secret; ``_SPECS`` says how
-# many characters before the group belong to the secret too ("back").
+# Each rule is a small regular expression that starts with a literal string (its "needle") and
+# has one named group ``s``, the secret; ``back`` characters before the group belong to the
+# secret too. A rule runs only on texts that contain one of its needles (``needle in text``:
+# C speed, ~1 ns per character or less), and each search jumps between occurrences of its
+# literal start with the regex engine's prefix search instead of trying the rule at every
+# position. So the cost stays linear in the text whatever the text (issue 22: ``benchmarks/
+# bench_redaction.py`` measures runs of one character, PEM headers with no end, prose):
+#
+# - no rule scans further than a few hundred characters past its start unless it matches, and
+#   the name before a separator is read back at most 72 characters;
+# - the matches examined in Python are bounded per text (``_BUDGET_BASE`` plus one per
+#   ``_BUDGET_PER`` characters): a text with more candidates than any real text holds has its
+#   rest replaced by ``[REDACTED]`` (counted in ``overflows``, logged once) instead of costing
+#   seconds;
+# - a PEM private key's end is found with one forward search; a header with no end redacts the
+#   rest of the text (a truncated key is still key material).
 _BODY = r"[A-Za-z0-9_\-]"
 _ALNUM = r"[A-Za-z0-9]"
+_NOT_AFTER_WORD = "(?<![A-Za-z0-9_]{head})"
 
-
-def _anchored(prefix: str, anchor: int, group: str, body: str) -> str:
-    """An alternative for ``prefix`` followed by ``body``, starting at ``prefix[anchor]``, not
-    preceded by a letter, digit or ``_`` (so ``task-...`` is no ``sk-`` key)."""
-    head = prefix[: anchor + 1]
-    return (re.escape(prefix[anchor]) + f"(?<={re.escape(head)})"
-            + f"(?<![A-Za-z0-9_]{re.escape(head)})" + re.escape(prefix[anchor + 1:])
-            + f"(?P<{group}>{body})")
-
-
-# (prefix, anchor index, body): the whole match, prefix included, becomes [REDACTED].
-_PROVIDER_KEYS = [
+# (literal start, body): the whole match, start included, becomes [REDACTED]. A start is not
+# taken when a letter, digit or "_" precedes it (``task-...`` holds no ``sk-`` key).
+_PROVIDER_KEYS: list[tuple[str, str]] = [
     # OpenAI (sk-, sk-proj-, sk-svcacct-), Anthropic (sk-ant-), OpenRouter (sk-or-), DeepSeek.
-    ("sk-", 2, _BODY + "{16,}"),
+    ("sk-", _BODY + "{16,}"),
     # Stripe secret and restricted keys.
-    ("sk_live_", 2, _ALNUM + "{10,}"), ("sk_test_", 2, _ALNUM + "{10,}"),
-    ("rk_live_", 2, _ALNUM + "{10,}"),
+    ("sk_live_", _ALNUM + "{10,}"), ("sk_test_", _ALNUM + "{10,}"),
+    ("rk_live_", _ALNUM + "{10,}"),
     # AWS access key ids.
-    ("AKIA", 0, "[0-9A-Z]{16}"), ("ASIA", 0, "[0-9A-Z]{16}"), ("AROA", 0, "[0-9A-Z]{16}"),
-    ("AIDA", 0, "[0-9A-Z]{16}"),
+    ("AKIA", "[0-9A-Z]{16}"), ("ASIA", "[0-9A-Z]{16}"), ("AROA", "[0-9A-Z]{16}"),
+    ("AIDA", "[0-9A-Z]{16}"),
     # GitHub (personal, OAuth, user-to-server, server-to-server, refresh; fine-grained).
-    ("ghp_", 3, _ALNUM + "{20,}"), ("gho_", 3, _ALNUM + "{20,}"), ("ghu_", 3, _ALNUM + "{20,}"),
-    ("ghs_", 3, _ALNUM + "{20,}"), ("ghr_", 3, _ALNUM + "{20,}"),
-    ("github_pat_", 6, "[A-Za-z0-9_]{20,}"),
+    ("ghp_", _ALNUM + "{20,}"), ("gho_", _ALNUM + "{20,}"), ("ghu_", _ALNUM + "{20,}"),
+    ("ghs_", _ALNUM + "{20,}"), ("ghr_", _ALNUM + "{20,}"),
+    ("github_pat_", "[A-Za-z0-9_]{20,}"),
     # GitLab, Google API keys, Slack, Hugging Face, Groq, xAI, Perplexity, Replicate, npm, PyPI.
-    ("glpat-", 5, _BODY + "{20,}"),
-    ("AIza", 0, _BODY + "{30,}"),
-    ("xoxa-", 0, r"[A-Za-z0-9\-]{10,}"), ("xoxb-", 0, r"[A-Za-z0-9\-]{10,}"),
-    ("xoxp-", 0, r"[A-Za-z0-9\-]{10,}"), ("xoxr-", 0, r"[A-Za-z0-9\-]{10,}"),
-    ("xoxs-", 0, r"[A-Za-z0-9\-]{10,}"), ("xapp-", 0, r"[A-Za-z0-9\-]{10,}"),
-    ("hf_", 2, _ALNUM + "{20,}"),
-    ("gsk_", 3, _ALNUM + "{20,}"),
-    ("xai-", 0, _ALNUM + "{20,}"),
-    ("pplx-", 3, _ALNUM + "{20,}"),
-    ("r8_", 2, _ALNUM + "{20,}"),
-    ("npm_", 3, _ALNUM + "{30,}"),
-    ("pypi-", 4, _BODY + "{40,}"),
+    ("glpat-", _BODY + "{20,}"),
+    ("AIza", _BODY + "{30,}"),
+    ("xoxa-", r"[A-Za-z0-9\-]{10,}"), ("xoxb-", r"[A-Za-z0-9\-]{10,}"),
+    ("xoxp-", r"[A-Za-z0-9\-]{10,}"), ("xoxr-", r"[A-Za-z0-9\-]{10,}"),
+    ("xoxs-", r"[A-Za-z0-9\-]{10,}"), ("xapp-", r"[A-Za-z0-9\-]{10,}"),
+    ("hf_", _ALNUM + "{20,}"),
+    ("gsk_", _ALNUM + "{20,}"),
+    ("xai-", _ALNUM + "{20,}"),
+    ("pplx-", _ALNUM + "{20,}"),
+    ("r8_", _ALNUM + "{20,}"),
+    ("npm_", _ALNUM + "{30,}"),
+    ("pypi-", _BODY + "{40,}"),
     # JSON Web Tokens: base64url '{"' header, payload and (possibly empty) signature.
-    ("eyJ", 2, r"[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{4,}\.[A-Za-z0-9_\-]*"),
-    # PEM private keys, the whole block.
-    ("-----BEGIN", 0,
-     r"[A-Z ]{0,20} PRIVATE KEY-----[\s\S]{0,20000}?-----END[A-Z ]{0,20} PRIVATE KEY-----"),
+    ("eyJ", r"[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{4,}\.[A-Za-z0-9_\-]*"),
 ]
 _TOKEN68 = r"[A-Za-z0-9\-._~+/]{8,}=*"
-# (regex, back): the named group is redacted, with "back" characters before it.
-_SPECS: dict[str, tuple[str, int]] = {}
-for _i, (_prefix, _anchor, _body) in enumerate(_PROVIDER_KEYS):
-    _SPECS[f"p{_i}"] = (_anchored(_prefix, _anchor, f"p{_i}", _body), len(_prefix))
-_SPECS.update({
+# A value stops at white space, quotes and brackets; after a separator its first character is
+# none of the separators.
+_VALUE_STOP = r"\s\"'\\,;&<>()\[\]{}"
+_VALUE_SCAN = 512  # a value under a secret name longer than this is followed to its end
+_SCHEME = re.compile(r"(?:Bearer|bearer|BEARER|Basic|basic|BASIC|Token|token|Digest)\Z")
+# Names and credential words are found from the words secret names are made of (lower case),
+# searched in the lower-cased text: "name=value", "name: value", '"name": "value"' whose name
+# is_secret_key accepts, and a credential word in prose followed by a value that looks like a
+# credential ("auth failed with token X", "the password is X"). A text full of ":" or "="
+# (JSON) costs nothing more: only these words are candidates.
+_NAME_WORDS = {
+    # word: what may not follow it (counts and limits of tokens, keywords, authors, passages
+    # are no credentials: a dump of token counts costs no budget).
+    "pass": "(?!age|ed\\b|es\\b|ing|ive)", "secret": "", "key": "(?![sw])",
+    "token": "(?![si])", "auth": "(?!ors?\\b)", "cookie": "", "credential": "", "bearer": "",
+    "pwd": "", "jwt": "",
+}
+_PROSE_WORDS = frozenset({"token", "password", "passwd", "passphrase", "pass", "secret",
+                          "credential", "credentials", "pwd", "apikey", "api_key", "api-key"})
+_KEY_QUALIFIERS = frozenset({"api", "access", "secret", "private"})
+_NAME_AHEAD = re.compile(r"[A-Za-z0-9_.\-]{0,64}")
+_AFTER_NAME = re.compile(r"\\?[\"']?[ \t]{0,4}[:=][ \t]{0,4}\\?[\"']?(?P<s>[^" + _VALUE_STOP
+                         + r"=:][^" + _VALUE_STOP + r"]{0," + str(_VALUE_SCAN - 1) + "})")
+_PROSE_AFTER = re.compile(r"(?:[ \t]+(?:is|was|of|=|:))?[ \t]+(?P<s>[^" + _VALUE_STOP
+                          + r"]{6,256})")
+_PREVIOUS_WORD = re.compile(r"[ _\-]([a-z]{1,16})")
+_WORD_SEARCH = [(word, re.compile(word + after).search) for word, after in _NAME_WORDS.items()]
+_ASCII_LOWER = {c: c + 32 for c in range(ord("A"), ord("Z") + 1)}
+
+
+class _Rule:
+    """One rule: runs when a needle is in the text; ``backs`` says, per named group, how many
+    characters before it belong to the secret; ``kind`` says what a match means."""
+
+    __slots__ = ("needles", "search", "backs", "kind")
+
+    def __init__(self, needles: Sequence[str], regex: str, backs: dict[str, int],
+                 kind: str) -> None:
+        self.needles = tuple(needles)
+        self.search = re.compile(regex).search
+        self.backs = backs
+        self.kind = kind
+
+
+def _anchor(prefix: str) -> int:
+    """Where a key's start is searched from: its first "-" or "_", else its first capital
+    (rare in text, so the search jumps far between candidates)."""
+    for i, c in enumerate(prefix):
+        if c in "-_":
+            return i
+    return next((i for i, c in enumerate(prefix) if c.isupper()), 0)
+
+
+def _key_families() -> list[_Rule]:
+    """The provider keys, ``Bearer`` and ``Basic``: one rule per anchor character, guarded by
+    the characters that may come before it, so a long run of it costs one test per position."""
+    families: dict[str, list[tuple[str, str, int, str]]] = {}
+    keys = [(prefix, f"(?P<p{i}>{body})") for i, (prefix, body) in enumerate(_PROVIDER_KEYS)]
     # "Bearer <token>" keeps "Bearer " (lower-case "bearer x" is caught as a header value).
-    "b1": (r"B(?<![A-Za-z0-9_]B)earer\s+(?P<b1>" + _TOKEN68 + ")", 0),
-    "b2": (r"B(?<![A-Za-z0-9_]B)EARER\s+(?P<b2>" + _TOKEN68 + ")", 0),
     # Basic credentials are base64; the lookahead wants a digit, "+", "/" or "=" in them so that
     # prose ("Basic authentication") is left alone.
-    "b3": (r"B(?<![A-Za-z0-9_]B)asic\s+(?P<b3>(?=[A-Za-z0-9+/]*[0-9+/=])[A-Za-z0-9+/]{8,}={0,2})",
-           0),
+    keys += [("Bearer", r"[ \t]{1,16}(?P<b1>" + _TOKEN68 + ")"),
+             ("BEARER", r"[ \t]{1,16}(?P<b2>" + _TOKEN68 + ")"),
+             ("Basic", r"[ \t]{1,16}(?P<b3>(?=[A-Za-z0-9+/]{0,256}[0-9+/=])"
+                       r"[A-Za-z0-9+/]{8,}={0,2})")]
+    for prefix, body in keys:
+        at = _anchor(prefix)
+        group = body[body.index("<") + 1:body.index(">")]
+        families.setdefault(prefix[at], []).append((prefix, body, at, group))
+    rules: list[_Rule] = []
+    for char, members in families.items():
+        before = {prefix[at - 1] for prefix, _, at, _ in members if at > 0}
+        if before:
+            chars = "".join(sorted(before))
+            guard = f"(?<=[{re.escape(chars)}]{re.escape(char)})"
+        else:
+            guard = f"(?<![A-Za-z0-9_]{re.escape(char)})"
+        alternatives = []
+        backs: dict[str, int] = {}
+        for prefix, body, at, group in members:
+            head = re.escape(prefix[: at + 1])
+            check = f"(?<={head})(?<![A-Za-z0-9_]{head})" if at > 0 else ""
+            alternatives.append(check + re.escape(prefix[at + 1:]) + body)
+            backs[group] = len(prefix) if group.startswith("p") else 0
+        rules.append(_Rule([char], re.escape(char) + guard + "(?:" + "|".join(alternatives)
+                           + ")", backs, "plain"))
+    return rules
+
+
+def _fixed_rules() -> list[_Rule]:
+    # PEM private keys first: the header here, the end found by _PEM_END; a header with no end
+    # redacts the rest, which later rules then skip.
+    rules = [_Rule(["-----BEGIN"], r"-----BEGIN(?P<s>[A-Z ]{0,20} PRIVATE KEY-----)",
+                   {"s": 10}, "pem")]
+    rules += _key_families()
     # The password of a URL's user info: scheme://user:[REDACTED]@host.
-    "u": (r"://[^\s:/?#@\"'<>\\]{0,256}:(?P<u>[^\s/?#@\"'<>\\]{1,256})@", 0),
-})
-# name=value, name: value and "name": "value" in free text, matched at the separator; the name
-# before it is read back and checked with is_secret_key. A value under another name is searched
-# on its own (it may hold a key of a known format).
-_SCHEME_WORDS = r"(?:Bearer|bearer|BEARER|Basic|basic|BASIC|Token|token|Digest)"
-_VALUE = (r"(?:\\?[\"'])?(?:" + _SCHEME_WORDS
-          + r"\s+)?(?P<{g}>[^\s\"'\\,;&<>()\[\]{{}}]{{1,4096}})")
-_SPECS["kv1"] = (r"=[ \t]{0,4}" + _VALUE.format(g="kv1"), 0)
-_SPECS["kv2"] = (r":[ \t]{0,4}" + _VALUE.format(g="kv2"), 0)
-# The name before a separator, matched on the reversed text (one anchored attempt instead of a
-# search over the 72 characters before the separator).
-_NAME_REVERSED = re.compile(r"[ \t]{0,4}[\"']?\\?([A-Za-z0-9_.\-]{1,64})")
-# Characters already anchoring a rule: a known value anchored on one of them adds no candidate
-# positions to the scan.
-_ANCHORS = "-_:=ABJx"
+    rules.append(_Rule(["://"], r"://[^\s:/?#@\"'<>\\]{0,256}:(?P<s>[^\s/?#@\"'<>\\]{1,256})@",
+                       {"s": 0}, "plain"))
+    return rules
 
 
-def _known_alternative(index: int, value: str) -> tuple[str, tuple[str, int]]:
-    """The alternative matching ``value`` exactly, anchored on its rarest character."""
-    def rarity(c: str) -> int:
-        if c in _ANCHORS:
-            return 0
-        if c.isdigit() or c.isupper() or not c.isalnum():
-            return 1 if not c.isspace() else 3
-        return 2
-    anchor = min(range(len(value)), key=lambda i: (rarity(value[i]), i))
-    name = f"k{index}"
-    head = value[: anchor + 1]
-    regex = (re.escape(value[anchor]) + f"(?<={re.escape(head)})"
-             + f"(?P<{name}>{re.escape(value[anchor + 1:])})")
-    return name, (regex, anchor + 1)
+_FIXED_RULES = _fixed_rules()
+_PEM_END = re.compile(r"-----END[A-Z ]{0,20} PRIVATE KEY-----")
+_VALUE_REST = re.compile(r"[^" + _VALUE_STOP + r"]*")
+_SCHEME_VALUE = re.compile(r"[ \t]{1,16}(" + _TOKEN68 + ")")
+_SECRET_SYMBOLS = frozenset("0123456789-_+/=.~!@#$%^&*")
+
+
+def _looks_secret(value: str) -> bool:
+    """Whether a word after a credential word in prose looks like a credential: a digit or a
+    symbol in it, or a capital after its first letter ("limit", "Tomorrow" do not)."""
+    stripped = value.rstrip(".!?")
+    if len(stripped) < 6:
+        return False
+    return any(c in _SECRET_SYMBOLS for c in stripped) or any(c.isupper() for c in stripped[1:])
+
+
+def _known_rules(values: Sequence[str]) -> list[_Rule]:
+    """Exact values, longest first (a known value containing another is redacted whole). Each
+    is its own needle: ``value in text`` is a C-speed search, where one alternation of many
+    values would try each at every position."""
+    return [_Rule([v], f"(?P<s>{re.escape(v)})", {"s": 0}, "plain") for v in values]
 
 
 class _Rules:
     """The compiled state, swapped whole so that readers never see half an update."""
 
-    __slots__ = ("regex", "back", "extra", "callback")
+    __slots__ = ("rules", "plain", "unconditional", "extra", "callback")
 
-    def __init__(self, regex: re.Pattern[str], back: dict[str, int],
-                 extra: re.Pattern[str] | None, callback: Callable[[str], str] | None) -> None:
-        self.regex = regex
-        self.back = back
+    def __init__(self, rules: list[_Rule], extra: re.Pattern[str] | None,
+                 callback: Callable[[str], str] | None) -> None:
+        self.rules = rules
+        # (needle, rule) pairs: a plain loop over them is the cheapest test on short texts.
+        self.plain = [(n, r) for r in rules for n in r.needles]
+        self.unconditional = [r for r in rules if not r.needles]
         self.extra = extra
         self.callback = callback
 
@@ -270,16 +354,10 @@ enabled = True
 
 
 def _compile() -> _Rules:
-    specs = dict(_SPECS)
-    # Longest first: a known value containing another is redacted whole.
     known = sorted({*_judge_values, *_env_values}, key=len, reverse=True)
-    for i, value in enumerate(known):
-        name, spec = _known_alternative(i, value)
-        specs[name] = spec
-    regex = re.compile("|".join(regex for regex, _ in specs.values()))
-    back = {name: b for name, (_, b) in specs.items()}
     extra = re.compile("|".join(f"(?:{p})" for p in _extra_sources)) if _extra_sources else None
-    return _Rules(regex, back, extra, _callback)
+    # Known values first: a known value that holds a key of a known format is redacted whole.
+    return _Rules([*_known_rules(known), *_FIXED_RULES], extra, _callback)
 
 
 def _current() -> _Rules:
@@ -431,24 +509,91 @@ def configure(patterns: Sequence[str | re.Pattern[str]] | None,
         _set_rules()
 
 
-def _spans(rules: _Rules, text: str, pos: int, endpos: int, out: list[tuple[int, int]]) -> None:
-    """Append to ``out`` the ``[start, end)`` spans of ``text[pos:endpos]`` to redact."""
-    back = rules.back
-    for match in rules.regex.finditer(text, pos, endpos):
-        group = match.lastgroup
-        if group is None:  # pragma: no cover - every alternative has its group
-            continue
+# Matches examined in Python per text at most: a constant plus one per this many characters.
+# Prose holds one candidate (a "name: value", a "key=value", a credential word before a value)
+# per few hundred characters; a text past the bound was made to be expensive.
+_BUDGET_BASE = 256
+_BUDGET_PER = 64
+# How often a text had more candidates than the bound (its rest was then redacted whole).
+overflows = 0
+_overflow_warned = False
+
+
+class _Overflow(Exception):
+    """A text holds more candidates than the budget: its rest from ``at`` is redacted."""
+
+    def __init__(self, at: int) -> None:
+        self.at = at
+
+
+def _matches(rule: _Rule, text: str, out: list[tuple[int, int]], budget: list[int],
+             limit: int) -> None:
+    """Append to ``out`` the ``[start, end)`` spans of ``text`` before ``limit`` that ``rule``
+    redacts."""
+    search = rule.search
+    match = search(text, 0, limit)
+    while match is not None:
+        budget[0] -= 1
+        if budget[0] < 0:
+            raise _Overflow(match.start())
+        group = match.lastgroup or "s"
         start, end = match.span(group)
-        if group[0] == "k" and group[1] == "v":
-            # The name before the separator, read backwards with one anchored match.
-            at = match.start()
-            name = _NAME_REVERSED.match(text[max(0, at - 72):at][::-1])
-            if name is None or not is_secret_key(name.group(1)[::-1]):
-                # Not a secret name: the value may still hold a credential of its own.
-                if end - start >= MIN_SECRET_LENGTH:
-                    _spans(rules, text, start, end, out)
-                continue
-        out.append((start - back[group], end))
+        back = rule.backs.get(group, 0)
+        resume = match.end()
+        if rule.kind == "pem":
+            closing = _PEM_END.search(text, end)
+            if closing is None:
+                out.append((start - back, len(text)))
+                return
+            end = resume = closing.end()
+        out.append((start - back, end))
+        match = search(text, max(resume, match.start() + 1), limit)
+
+
+def _named_values(text: str, low: str, search: Callable[..., re.Match[str] | None],
+                  out: list[tuple[int, int]], budget: list[int], limit: int) -> None:
+    """Append to ``out`` the values under secret names found by ``search`` (a credential word
+    in ``low``, ``text`` lower-cased and of the same length), and the values after such a word
+    used in prose; up to ``limit``."""
+    hit = search(low, 0, limit)
+    while hit is not None:
+        at = hit.start()
+        budget[0] -= 1
+        if budget[0] < 0:
+            raise _Overflow(at)
+        # The whole name around the word: up to 64 name characters either side.
+        head = _NAME_AHEAD.match(low[max(0, at - 64):at][::-1]).end()  # type: ignore[union-attr]
+        start = at - head
+        end = _NAME_AHEAD.match(text, at).end()  # type: ignore[union-attr]
+        name = text[start:end].rstrip(".-")
+        resume = max(end, at + 1)
+        value = _AFTER_NAME.match(text, start + len(name))
+        if value is not None and is_secret_key(name):
+            v_start, v_end = value.span("s")
+            if _SCHEME.match(text, v_start, v_end):
+                # "Authorization: Bearer X": the scheme stays, X goes.
+                token = _SCHEME_VALUE.match(text, v_end)
+                if token is not None:
+                    v_start, v_end = token.span(1)
+            v_end = max(v_end, _VALUE_REST.match(text, v_end).end())  # type: ignore[union-attr]
+            out.append((v_start, v_end))
+            resume = v_end
+        else:
+            bare = name.lower()
+            prose = bare in _PROSE_WORDS
+            if not prose and bare == "key" and start > 0:
+                before = _PREVIOUS_WORD.match(low[max(0, start - 18):start][::-1])
+                prose = before is not None and before.group(1)[::-1] in _KEY_QUALIFIERS
+            if prose:
+                value = _PROSE_AFTER.match(text, start + len(name))
+                if value is not None:
+                    v_start, v_end = value.span("s")
+                    candidate = text[v_start:v_end].rstrip(".!?,")
+                    if _looks_secret(candidate):
+                        v_end = v_start + len(candidate)
+                        out.append((v_start, v_end))
+                        resume = v_end
+        hit = search(low, resume, limit)
 
 
 def _apply(text: str, spans: list[tuple[int, int]]) -> str:
@@ -467,6 +612,52 @@ def _apply(text: str, spans: list[tuple[int, int]]) -> str:
         cursor = end
     pieces.append(text[cursor:])
     return "".join(pieces)
+
+
+def _scan(rules: _Rules, text: str) -> str:
+    global overflows, _overflow_warned
+    spans: list[tuple[int, int]] = []
+    size = len(text)
+    budget = [_BUDGET_BASE + size // _BUDGET_PER]
+    cut = size  # where the first candidate left unexamined by some rule starts
+    # From where the text is redacted to its end (a PEM key with no end): later rules stop there.
+    limit = size
+
+    def run(rule: _Rule) -> None:
+        nonlocal cut, limit
+        try:
+            _matches(rule, text, spans, budget, limit)
+        except _Overflow as overflow:
+            # Each rule examined everything before its first unexamined candidate: from the
+            # earliest of those on, the text is cut.
+            cut = min(cut, overflow.at)
+        if spans and spans[-1][1] == size:
+            limit = min(limit, spans[-1][0])
+
+    for needle, rule in rules.plain:
+        if needle in text:
+            run(rule)
+    for rule in rules.unconditional:
+        run(rule)
+    low = text.lower()
+    if len(low) != size:
+        # Lower-casing changed the offsets (a few non-ASCII letters): ASCII case only.
+        low = text.translate(_ASCII_LOWER)
+    for word, search in _WORD_SEARCH:
+        if word in low:
+            try:
+                _named_values(text, low, search, spans, budget, min(limit, cut))
+            except _Overflow as overflow:
+                cut = min(cut, overflow.at)
+    if cut < size:
+        overflows += 1
+        if not _overflow_warned:
+            _overflow_warned = True
+            logger.warning("tracescore: a text of %d characters holds more candidate "
+                           "credentials than redaction examines; from there on it is recorded "
+                           "as [REDACTED] (logged once; your code is unaffected)", size)
+        spans.append((cut, size))
+    return _apply(text, spans) if spans else text
 
 
 def redact_text(text: str) -> str:
@@ -488,14 +679,7 @@ def redact_text(text: str) -> str:
     rules = _rules or _current()
     if len(text) >= MIN_SECRET_LENGTH:
         try:
-            # One search first: most texts hold no candidate at all, and a search that finds
-            # none costs a third of setting up the walk over matches.
-            first = rules.regex.search(text)
-            if first is not None:
-                spans: list[tuple[int, int]] = []
-                _spans(rules, text, first.start(), len(text), spans)
-                if spans:
-                    text = _apply(text, spans)
+            text = _scan(rules, text)
             if rules.extra is not None:
                 text = rules.extra.sub(REDACTED, text)
         except Exception:  # noqa: BLE001 - redaction must never break the caller

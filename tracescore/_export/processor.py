@@ -45,6 +45,7 @@ from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 from opentelemetry.trace import TraceFlags
 
 from .. import _suppress
+from .scrub import Scrub
 from .size import envelope_size, fit, span_size
 from .spool import Spool
 
@@ -105,6 +106,8 @@ class ExportProcessor(SpanProcessor):
             None: bytes only.
         spool: where failed batches wait for a retry; None: a failed batch is dropped (counted as
             ``export_failed``).
+        scrub: applied to every batch as it leaves the queue, before it is exported or spooled
+            (``scrub.Scrubber``: redaction); None: batches go out as they are.
 
     Example:
         >>> processor = ExportProcessor(OTLPSpanExporter(), spool=Spool(None, 512 << 20, 3600))
@@ -120,6 +123,7 @@ class ExportProcessor(SpanProcessor):
         schedule_delay: float = 5.0,
         max_queue_spans: int | None = None,
         spool: Spool | None = None,
+        scrub: Scrub | None = None,
     ) -> None:
         self.exporter = exporter
         self.queue_bytes = queue_bytes
@@ -128,6 +132,7 @@ class ExportProcessor(SpanProcessor):
         self.schedule_delay = schedule_delay
         self.max_queue_spans = max_queue_spans
         self.spool = spool
+        self.scrub = scrub
         self.counts: Counter[str] = Counter()
         #: Spans the backend rejected for good, by cause (``PermanentExportError.cause``).
         self.rejections: Counter[str] = Counter()
@@ -518,6 +523,8 @@ class ExportProcessor(SpanProcessor):
                 self._waiting_since = time.monotonic()
         self._count(TOO_LARGE, too_large)
         self._settled(too_large)
+        if self.scrub is not None and batch:
+            batch = self.scrub(batch)  # before it is sent or spooled (issue 22)
         return batch
 
     def _note_truncated(self, span: ReadableSpan, encoded: int) -> None:

@@ -211,6 +211,9 @@ class Export(_Model):
     retry_dir: str | None = None
     retry_max_bytes: int = Field(default=512 * MIB, gt=0)
     retry_max_age: float = Field(default=3600.0, gt=0)
+    # Received spans are redacted (names, attributes, events, links, resource) before they
+    # are forwarded or spooled (issue 22, docs/security.md); false forwards them as received.
+    redact: bool = True
 
 
 class Backpressure(_Model):

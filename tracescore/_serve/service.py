@@ -34,6 +34,7 @@ from opentelemetry.sdk.trace import ReadableSpan
 from .. import _semconv as sc
 from .. import _state
 from .._export.processor import SPAN_OVERHEAD, ExportProcessor
+from .._export.scrub import Scrubber
 from .._export.size import span_size
 from .._export.spool import Spool
 from .._processor import ScoringSpanProcessor
@@ -97,7 +98,8 @@ class ScoringService:
             span_exporter_override or OtlpSpanExporter(down), queue_bytes=exp.queue_bytes,
             batch_bytes=exp.batch_bytes, max_batch_spans=exp.max_batch_spans,
             schedule_delay=exp.schedule_delay,
-            spool=Spool(exp.retry_dir, exp.retry_max_bytes, exp.retry_max_age))
+            spool=Spool(exp.retry_dir, exp.retry_max_bytes, exp.retry_max_age),
+            scrub=Scrubber(foreign=True) if exp.redact else None)
         self._meter_provider: Any = None
         self._logger_provider: Any = None
         resource_attrs = {"service.name": config.service_name,

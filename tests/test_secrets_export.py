@@ -1,0 +1,162 @@
+"""Issue 22, point 1: redaction of every span that leaves through tracescore's export path.
+
+The secrets of the issue's attack are planted where tracescore's decorators never see them
+(span names, decorator options, attributes and events user code sets, resource attributes,
+another instrumentation's spans on the same provider, an exception in prose), then every byte a
+real OTLP receiver on loopback got is searched for them.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from opentelemetry import trace
+from opentelemetry.sdk.trace import TracerProvider
+
+import tracescore
+from tests.otlp_receiver import HttpOtlpReceiver
+from tracescore import _redact
+
+ENV_KEY = "Qz8Wx3Rv6Tn1Ym4Kp7Ls"  # OPENAI_API_KEY's value, used as a tool name
+AUTH_OPTION = "Ao5Fe2Gi8Hk3Jm6Np9Qr"  # @tracescore.agent(attributes={"auth_token": ...})
+DB_PASSWORD = "Db4Pw7Xc1Vb9Nm2Lk5Jh"  # span.set_attribute("db.password", ...)
+EVENT_KEY = "Ev3Nt6Ky9Ab2Cd5Ef8Gh"  # an api_key event attribute
+URL_PASSWORD = "Ur1Lp4Ss7Ww0Dd3Ff6Gg"  # https://user:<this>@host
+URL_TOKEN = "Qs2At5Tk8Zx1Cv4Bn7Mm"  # ...?access_token=<this>
+RESOURCE_TOKEN = "ghp_Rs0Rc3Tk6Gi9Tt2Hb5Aa8Zz1Yy4Xx7Ww0Vv"  # OTEL_RESOURCE_ATTRIBUTES git.token
+FOREIGN_KEY = "Fr9Gn2Ky5Sp8Ng1Mn4Ot"  # on another instrumentation's span
+PROSE_TOKEN = "Pr6Se3Tk0Ab7Cd4Ef1Gh"  # "auth failed with token <this>"
+
+SECRETS = [ENV_KEY, AUTH_OPTION, DB_PASSWORD, EVENT_KEY, URL_PASSWORD, URL_TOKEN, RESOURCE_TOKEN,
+           FOREIGN_KEY, PROSE_TOKEN]
+
+
+@pytest.fixture
+def receiver(monkeypatch: pytest.MonkeyPatch) -> Any:
+    with HttpOtlpReceiver() as rec:
+        monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", rec.endpoint)
+        monkeypatch.setenv("OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf")
+        monkeypatch.setenv("OTEL_EXPORTER_OTLP_TIMEOUT", "5")
+        monkeypatch.setenv("TRACESCORE_LOG_RECORDS", "false")
+        yield rec.received
+        tracescore.shutdown(3000)
+
+
+def _leaks(received: Any) -> list[str]:
+    decoded = json.dumps([[s.name, s.attributes, s.events, s.resource] for s in received.spans],
+                         default=str)
+    raw = received.raw_bytes()
+    return [s for s in SECRETS if s in decoded or s.encode() in raw]
+
+
+def _plant(provider: TracerProvider) -> None:
+    @tracescore.tool(name=ENV_KEY)
+    def lookup(order_id: str) -> str:
+        return "shipped"
+
+    @tracescore.agent(name="support", attributes={"auth_token": AUTH_OPTION})
+    def answer(question: str) -> str:
+        span = trace.get_current_span()
+        span.set_attribute("db.password", DB_PASSWORD)
+        span.set_attribute("http.url",
+                           f"https://bob:{URL_PASSWORD}@api.example.com/v1?access_token={URL_TOKEN}")
+        span.add_event("auth", {"api_key": EVENT_KEY, "attempt": 1})
+        lookup("A-1")
+        foreign = provider.get_tracer("acme.http.client")
+        with foreign.start_as_current_span("GET /orders") as other:
+            other.set_attribute("http.request.header.x-api-key", FOREIGN_KEY)
+            other.set_attribute("note", f"retried with password: {FOREIGN_KEY}")
+        raise PermissionError(f"auth failed with token {PROSE_TOKEN}")
+
+    with pytest.raises(PermissionError):
+        answer("where is my order?")
+
+
+def test_no_secret_set_by_anyone_leaves_through_the_export_path(
+    receiver: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", ENV_KEY)
+    monkeypatch.setenv("OTEL_RESOURCE_ATTRIBUTES", f"git.token={RESOURCE_TOKEN},team=checkout")
+    provider = TracerProvider()
+    tracescore.configure(service_name="leaks", tracer_provider=provider)
+    _plant(provider)
+    assert tracescore.force_flush(20_000)
+    assert receiver.wait_for(lambda spans: len(spans) >= 3)
+
+    # The spans all arrived, with what is not secret intact.
+    (agent,) = receiver.by_name("invoke_agent support")
+    assert agent.attributes["auth_token"] == "[REDACTED]"
+    assert agent.attributes["db.password"] == "[REDACTED]"
+    assert agent.attributes["http.url"] == (
+        "https://bob:[REDACTED]@api.example.com/v1?access_token=[REDACTED]")
+    events = dict(agent.events)
+    assert events["auth"] == {"api_key": "[REDACTED]", "attempt": 1}
+    assert events["exception"]["exception.message"] == "auth failed with token [REDACTED]"
+    assert agent.resource["git.token"] == "[REDACTED]"
+    assert agent.resource["team"] == "checkout"
+    assert receiver.by_name("execute_tool [REDACTED]")
+    (foreign,) = receiver.by_name("GET /orders")
+    assert foreign.attributes["http.request.header.x-api-key"] == "[REDACTED]"
+    assert foreign.attributes["note"] == "retried with password: [REDACTED]"
+    assert _leaks(receiver) == []
+
+
+def test_foreign_spans_can_be_left_alone(receiver: Any) -> None:
+    provider = TracerProvider()
+    tracescore.configure(service_name="leaks", tracer_provider=provider,
+                         redact_foreign_spans=False)
+    own = provider.get_tracer("tracescore")
+    foreign = provider.get_tracer("acme.http.client")
+    with own.start_as_current_span("own") as span:
+        span.set_attribute("db.password", DB_PASSWORD)
+    with foreign.start_as_current_span("theirs") as span:
+        span.set_attribute("db.password", DB_PASSWORD)
+    assert tracescore.force_flush(20_000)
+    assert receiver.wait_for(lambda spans: len(spans) >= 2)
+    assert receiver.by_name("own")[0].attributes["db.password"] == "[REDACTED]"
+    assert receiver.by_name("theirs")[0].attributes["db.password"] == DB_PASSWORD
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ("auth failed with token Pr6Se3Tk0Ab7Cd4Ef1Gh", "auth failed with token [REDACTED]"),
+    ("the password is Correct-Horse-9 now", "the password is [REDACTED] now"),
+    ("password: hunter2", "password: [REDACTED]"),
+    ("use API key Ab12Cd34Ef56Gh78 here", "use API key [REDACTED] here"),
+    ("secret s3cr3t-VALUE-99", "secret [REDACTED]"),
+    # Prose about tokens and passwords stays as it was.
+    ("the token limit was exceeded after 4096 tokens", "the token limit was exceeded after "
+                                                        "4096 tokens"),
+    ("reset your password tomorrow", "reset your password tomorrow"),
+    ("a secret recipe", "a secret recipe"),
+])
+def test_values_next_to_a_credential_word_in_prose(text: str, expected: str) -> None:
+    assert _redact.redact_text(text) == expected
+
+
+def test_a_pem_header_with_no_end_redacts_the_rest() -> None:
+    key = "MIIBOgIBAAJBAKj34GkxFhD90vcNLYLInFEX6Ppy1tPf9Cnzj4p4WGeKLs1Pt8Qu"
+    text = "config:\n-----BEGIN RSA PRIVATE KEY-----\n" + key + "\n(truncated)"
+    assert _redact.redact_text(text) == "config:\n[REDACTED]"
+    whole = f"a -----BEGIN PRIVATE KEY-----\n{key}\n-----END PRIVATE KEY----- b"
+    assert _redact.redact_text(whole) == "a [REDACTED] b"
+
+
+def test_a_text_with_more_candidates_than_examined_is_cut_not_leaked() -> None:
+    # 20,000 "token <value>" pairs in 300 KB: more than the bound of matches examined in
+    # Python for a text that size; what is past the bound goes out as [REDACTED].
+    before = _redact.overflows
+    text = "".join(f"token Tk{i:06d}xy " for i in range(20_000))
+    redacted = _redact.redact_text(text)
+    assert _redact.overflows == before + 1
+    assert redacted.startswith("token [REDACTED] token [REDACTED]")
+    assert redacted.endswith("[REDACTED]")
+    assert "Tk0" not in redacted and "Tk1" not in redacted
+
+
+def test_json_full_of_separators_is_not_cut() -> None:
+    # ":" and "=" alone are no candidates: a large JSON document keeps its content.
+    text = "[" + ",".join(f'{{"id": {i}, "score": 0.5, "label": "ok"}}' for i in range(20_000)) \
+        + "]"
+    assert _redact.redact_text(text) == text

@@ -1,0 +1,193 @@
+"""Redaction of whole spans on their way out (issue 22): every span the export processor sends
+or spools passes through ``Scrubber`` once, on the export thread (the caller never pays it).
+
+Whatever set them, these go through ``tracescore._redact``: the span name, every span, event
+and link attribute, the status description, the resource's and the instrumentation scope's
+attributes. Exception messages and stack traces are event attributes, so they are covered. A
+value under a secret name (``db.password``, ``git.token``, ``http.request.header.authorization``)
+becomes ``[REDACTED]`` whole; any other string (and each string of a sequence) is searched with
+``redact_text``. Numbers and booleans are kept (``max_tokens=100`` is no secret).
+
+tracescore's own spans (instrumentation scope ``tracescore``) are always scrubbed; other
+instrumentations' spans on the same provider are scrubbed unless ``foreign=False``
+(``configure(redact_foreign_spans=False)``, env ``TRACESCORE_REDACT_FOREIGN_SPANS``). A span
+in which nothing changed is passed on as it was (no copy); a resource or scope is redacted once
+and the redacted one reused for every span that shares it.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import Event, ReadableSpan
+from opentelemetry.sdk.util.instrumentation import InstrumentationScope
+from opentelemetry.trace import Link, Status
+
+from .. import _redact
+from .. import _semconv as sc
+
+logger = logging.getLogger("tracescore")
+
+REDACTED = _redact.REDACTED
+# Resources and scopes are few; their redacted forms are kept by identity, at most this many.
+_MAX_CACHED = 256
+
+
+def _value(key: str, value: Any) -> Any:
+    """``value`` redacted as the attribute ``key``'s (the same object when nothing changed)."""
+    if isinstance(value, str):
+        if _redact.is_secret_key(key):
+            return REDACTED if value else value
+        # Short values repeat from span to span (kinds, names, models): remembered.
+        return _redact.redact_name(value) if len(value) <= 64 else _redact.redact_text(value)
+    if isinstance(value, (tuple, list)):
+        if not value or not isinstance(value[0], str):
+            return value  # OTel arrays are homogeneous: numbers or booleans
+        secret = _redact.is_secret_key(key)
+        out = tuple(REDACTED if secret else _redact.redact_text(v) if isinstance(v, str) else v
+                    for v in value)
+        return value if all(a is b for a, b in zip(out, value, strict=True)) else out
+    return value
+
+
+def redact_attributes(attributes: Mapping[str, Any] | None) -> Mapping[str, Any] | None:
+    """``attributes`` with every value redacted (see the module docstring); the same mapping
+    when nothing changed.
+
+    Example:
+        >>> dict(redact_attributes({"db.password": "hunter2", "n": 3}))
+        {'db.password': '[REDACTED]', 'n': 3}
+    """
+    if not attributes:
+        return attributes
+    changed: dict[str, Any] | None = None
+    for key, value in attributes.items():
+        new = _value(key, value)
+        if new is not value:
+            if changed is None:
+                changed = dict(attributes)
+            changed[key] = new
+    return attributes if changed is None else changed
+
+
+class Scrubber:
+    """Redact a batch of spans before it is exported or spooled.
+
+    Args:
+        foreign: also scrub spans of other instrumentations (any scope but ``tracescore``).
+            tracescore's own spans are always scrubbed.
+
+    Example:
+        >>> processor = ExportProcessor(exporter, queue_bytes=..., batch_bytes=...,
+        ...                             scrub=Scrubber(foreign=True))
+    """
+
+    def __init__(self, *, foreign: bool = True) -> None:
+        self.foreign = foreign
+        self._resources: dict[int, tuple[Resource, Resource]] = {}
+        self._scopes: dict[int, tuple[InstrumentationScope, InstrumentationScope]] = {}
+
+    def __call__(self, spans: Sequence[ReadableSpan]) -> list[ReadableSpan]:
+        """The batch with each span redacted, one for one; a span that cannot be read safely
+        goes out as a bare ``[REDACTED]`` span with its ids and times only (logged)."""
+        out: list[ReadableSpan] = []
+        for span in spans:
+            try:
+                out.append(self.span(span))
+            except Exception:
+                logger.warning("tracescore could not redact a span for export; it goes out "
+                               "with its ids and times only (the application is unaffected)",
+                               exc_info=True)
+                out.append(ReadableSpan(name=REDACTED, context=span.context,
+                                        parent=span.parent, kind=span.kind,
+                                        start_time=span.start_time, end_time=span.end_time))
+        return out
+
+    def span(self, span: ReadableSpan) -> ReadableSpan:
+        """One span, redacted (the same object when nothing needed redacting or the span is
+        foreign and ``foreign`` is off)."""
+        scope = span.instrumentation_scope
+        if not self.foreign and (scope is None or scope.name != sc.INSTRUMENTATION_SCOPE):
+            return span
+        name = _redact.redact_name(span.name) if span.name else span.name
+        attributes = redact_attributes(span.attributes)
+        events = span.events
+        new_events: list[Event] | None = None
+        for i, event in enumerate(events):
+            event_name = _redact.redact_name(event.name) if event.name else event.name
+            event_attrs = redact_attributes(event.attributes)
+            if event_name is not event.name or event_attrs is not event.attributes:
+                if new_events is None:
+                    new_events = list(events)
+                new_events[i] = Event(event_name, event_attrs, event.timestamp)
+        links = span.links
+        new_links: list[Link] | None = None
+        for i, link in enumerate(links):
+            link_attrs = redact_attributes(link.attributes)
+            if link_attrs is not link.attributes:
+                if new_links is None:
+                    new_links = list(links)
+                new_links[i] = Link(link.context, link_attrs)
+        status = span.status
+        if status is not None and status.description:
+            description = _redact.redact_text(status.description)
+            if description is not status.description:
+                status = Status(status.status_code, description)
+        resource = self._resource(span.resource)
+        new_scope = self._scope(scope)
+        if (name is span.name and attributes is span.attributes and new_events is None
+                and new_links is None and status is span.status
+                and resource is span.resource and new_scope is scope):
+            return span
+        return ReadableSpan(
+            name=name,
+            context=span.context,
+            parent=span.parent,
+            resource=resource,
+            attributes=attributes,
+            events=new_events if new_events is not None else events,
+            links=new_links if new_links is not None else links,
+            kind=span.kind,
+            status=status,
+            start_time=span.start_time,
+            end_time=span.end_time,
+            instrumentation_scope=new_scope,
+        )
+
+    def _resource(self, resource: Resource | None) -> Resource | None:
+        if resource is None:
+            return None
+        cached = self._resources.get(id(resource))
+        if cached is not None and cached[0] is resource:
+            return cached[1]
+        attributes = redact_attributes(resource.attributes)
+        redacted = (resource if attributes is resource.attributes
+                    else Resource(dict(attributes or {}), resource.schema_url))
+        self._remember(self._resources, resource, redacted)
+        return redacted
+
+    def _scope(self, scope: InstrumentationScope | None) -> InstrumentationScope | None:
+        if scope is None:
+            return None
+        cached = self._scopes.get(id(scope))
+        if cached is not None and cached[0] is scope:
+            return cached[1]
+        attributes = redact_attributes(scope.attributes)
+        redacted = (scope if attributes is scope.attributes
+                    else InstrumentationScope(scope.name, scope.version, scope.schema_url,
+                                              dict(attributes or {})))
+        self._remember(self._scopes, scope, redacted)
+        return redacted
+
+    @staticmethod
+    def _remember(cache: dict[int, Any], original: Any, redacted: Any) -> None:
+        if len(cache) >= _MAX_CACHED:
+            cache.clear()  # ids of collected objects may be reused: start again
+        # The original is kept in the entry so that its id cannot be reused while cached.
+        cache[id(original)] = (original, redacted)
+
+
+Scrub = Callable[[Sequence[ReadableSpan]], list[ReadableSpan]]
