@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import os
+import tempfile
 
 # Before any import of litellm: no model-cost-map download, no tokenizer fetches.
 os.environ["LITELLM_OFFLINE_MODE"] = "true"
 # Tests choose their judge and keys explicitly.
 for _name in ("TRACESCORE_JUDGE_MODEL", "OPENAI_API_KEY", "OPENAI_API_BASE", "OPENAI_BASE_URL"):
     os.environ.pop(_name, None)
+# A new retry spool adopts the spools that dead processes left in its directory (issue 22):
+# the suite keeps its own directory, so no other run's leftovers reach a test's exporter.
+os.environ.setdefault("TRACESCORE_EXPORT_RETRY_DIR",
+                      tempfile.mkdtemp(prefix="tracescore-test-spools-"))
 
 import pytest  # noqa: E402
 

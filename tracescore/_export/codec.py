@@ -30,15 +30,41 @@ _REMOTE_MASK = 0x200  # SPAN_FLAGS_CONTEXT_IS_REMOTE_MASK
 
 def encode(spans: Sequence[ReadableSpan]) -> bytes:
     """``spans`` as compressed OTLP protobuf bytes."""
+    return encode_sized(spans)[0]
+
+
+def encode_sized(spans: Sequence[ReadableSpan]) -> tuple[bytes, int]:
+    """``spans`` as compressed OTLP protobuf bytes, and the size they inflate to."""
     from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 
-    return zlib.compress(encode_spans(spans).SerializeToString(), _LEVEL)
+    raw = encode_spans(spans).SerializeToString()
+    return zlib.compress(raw, _LEVEL), len(raw)
 
 
-def decode(data: bytes) -> list[ReadableSpan]:
-    """The spans ``encode`` wrote.
+def inflate(data: bytes, max_size: int) -> bytes:
+    """``data`` inflated, never to more than ``max_size`` bytes (a damaged or planted stream
+    that would inflate further is refused before it takes the memory).
 
     Raises:
+        ValueError: the stream inflates past ``max_size``.
+        zlib.error: the stream is damaged.
+    """
+    inflater = zlib.decompressobj()
+    out = inflater.decompress(data, max_size + 1)
+    if len(out) > max_size or inflater.unconsumed_tail:
+        raise ValueError(f"the stream inflates past {max_size} bytes")
+    return out
+
+
+def decode(data: bytes, max_size: int = 64 << 20) -> list[ReadableSpan]:
+    """The spans ``encode`` wrote.
+
+    Args:
+        data: what ``encode`` returned.
+        max_size: bytes the stream may inflate to at most (default 64 MiB).
+
+    Raises:
+        ValueError: the stream inflates past ``max_size``.
         zlib.error, google.protobuf.message.DecodeError: the bytes are damaged.
     """
     from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
@@ -46,7 +72,7 @@ def decode(data: bytes) -> list[ReadableSpan]:
     )
 
     request = ExportTraceServiceRequest()
-    request.ParseFromString(zlib.decompress(data))
+    request.ParseFromString(inflate(data, max_size))
     spans: list[ReadableSpan] = []
     for resource_spans in request.resource_spans:
         resource = Resource(_attributes(resource_spans.resource.attributes),

@@ -320,6 +320,10 @@ class ExportProcessor(SpanProcessor):
 
     def _run(self) -> None:
         try:
+            if self.spool is not None:
+                # Batches of a process that died on the same spool directory, dropped when
+                # they were adopted (past the age bound): counted here, once reporting is set.
+                self._count(EXPORT_FAILED, self.spool.take_dropped())
             while True:
                 with self._cond:
                     flush, closing = self._wait()
