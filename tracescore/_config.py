@@ -129,7 +129,9 @@ class Tracescore:
     def stats(self) -> Stats:
         """A snapshot of the counters (spans exported, scores attached, skips, errors)."""
         s = self.processor.stats
-        return Stats(**vars(s))
+        snapshot = Stats(**vars(s))
+        snapshot.not_sent = {**snapshot.not_sent, **self.destinations.not_sent()}
+        return snapshot
 
     def force_flush(self, timeout_millis: int | None = None) -> bool:
         """See ``tracescore.force_flush``."""
@@ -159,8 +161,11 @@ class Tracescore:
             return
         self._shut = True
         ms = int(self.flush_timeout * 1000) if timeout_millis is None else timeout_millis
+        deadline = time.monotonic() + max(ms, 0) / 1000
         self.processor.shutdown(ms)
-        self.destinations.shutdown(min(ms, 5_000))
+        # What is left of the one deadline (issue 22): a destination still sending then is cut
+        # off and what it had not sent is counted (stats().not_sent).
+        self.destinations.shutdown(max(0.0, deadline - time.monotonic()) * 1000)
 
 
 @dataclass(frozen=True)

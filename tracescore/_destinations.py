@@ -26,6 +26,7 @@ application's own instruments are untouched. ``TRACESCORE_METRICS=false`` (or th
 from __future__ import annotations
 
 import logging
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -56,43 +57,71 @@ class Destinations:
     meter_provider: Any = None
     owned_meter_provider: bool = False
     metrics_description: str = ""
+    # The counting wrappers of the owned providers (``_cutoff``), None when not owned.
+    log_processor: Any = None
+    metric_exporter: Any = None
 
-    def force_flush(self, timeout_millis: float) -> bool:
-        """Flush the writers and the owned provider within ``timeout_millis``."""
-        ok = True
+    def _jobs(self, timeout_millis: float, stop: bool) -> list[tuple[str, Any, Any]]:
+        """(name, the flush or shutdown to run, the exporter to cut off at the deadline)."""
+        ms = max(1, int(timeout_millis))
+        jobs: list[tuple[str, Any, Any]] = []
         for writer in self.writers:
-            flush = getattr(writer, "force_flush", None)
-            if flush is not None:
-                ok = bool(flush(timeout_millis)) and ok
+            call = getattr(writer, "shutdown" if stop else "force_flush", None)
+            if call is not None:
+                jobs.append(("annotations", lambda call=call: call(timeout_millis), None))
         if self.owned_logger_provider:
-            ok = bool(self.logger_provider.force_flush(int(timeout_millis))) and ok
+            provider = self.logger_provider
+            cut = self.log_processor.counting if self.log_processor is not None else None
+            jobs.append(("logs", provider.shutdown if stop
+                         else (lambda: provider.force_flush(ms)), cut))
         if self.owned_meter_provider:
-            try:
-                ok = bool(self.meter_provider.force_flush(max(1, int(timeout_millis)))) and ok
-            except Exception:  # the SDK raises when the deadline passes mid-collection
-                logger.debug("tracescore metrics flush failed", exc_info=True)
+            meters = self.meter_provider
+            jobs.append(("metrics", (lambda: meters.shutdown(timeout_millis=ms)) if stop
+                         else (lambda: meters.force_flush(ms)), self.metric_exporter))
+        return jobs
+
+    def _run(self, timeout_millis: float, stop: bool) -> bool:
+        """Run every destination's flush (or shutdown) at once on helper threads; at the
+        deadline, cut off those still running (their exports then fail at once, counted), and
+        let them send again once they have drained (after a flush)."""
+        from ._cutoff import Pending
+
+        deadline = time.monotonic() + max(0.0, timeout_millis) / 1000
+        running = [(name, Pending(name, call, cut, resume=not stop))
+                   for name, call, cut in self._jobs(timeout_millis, stop)]
+        ok = True
+        for name, pending in running:
+            if not pending.wait(deadline - time.monotonic()):
+                ok = False
+                pending.cut_off()
+                logger.warning("tracescore: the %s of %s missed its deadline; it is cut off "
+                               "and what it had not sent is counted (stats().not_sent). The "
+                               "application is unaffected.",
+                               "shutdown" if stop else "flush", name)
+            elif not stop and pending.result is not None and not pending.result:
                 ok = False
         return ok
 
+    def force_flush(self, timeout_millis: float) -> bool:
+        """Flush the writers and the owned providers within ``timeout_millis``, whatever they
+        do (see ``tracescore._cutoff``)."""
+        return self._run(timeout_millis, stop=False)
+
     def shutdown(self, timeout_millis: float) -> None:
-        """Flush and stop the writers and the owned provider."""
-        for writer in self.writers:
-            stop = getattr(writer, "shutdown", None)
-            if stop is not None:
-                try:
-                    stop(timeout_millis)
-                except Exception:
-                    logger.debug("tracescore writer shutdown failed", exc_info=True)
-        if self.owned_logger_provider:
-            try:
-                self.logger_provider.shutdown()
-            except Exception:
-                logger.debug("tracescore log provider shutdown failed", exc_info=True)
-        if self.owned_meter_provider:
-            try:  # collects and exports what was recorded since the last export
-                self.meter_provider.shutdown(timeout_millis=max(1, int(timeout_millis)))
-            except Exception:
-                logger.debug("tracescore meter provider shutdown failed", exc_info=True)
+        """Flush and stop the writers and the owned providers within ``timeout_millis``."""
+        self._run(timeout_millis, stop=True)
+
+    def not_sent(self) -> dict[str, int]:
+        """What the destinations besides the span exporter did not deliver: ``log_records``
+        (emitted, never accepted by the exporter: failed, cut off at a deadline, dropped by a
+        full queue, or still waiting), ``metric_points`` (data points of failed or cut-off
+        exports), ``annotations`` (Phoenix annotations dropped or failed)."""
+        return {
+            "log_records": self.log_processor.not_sent() if self.log_processor else 0,
+            "metric_points": self.metric_exporter.not_sent if self.metric_exporter else 0,
+            "annotations": sum(int(getattr(w, "dropped", 0)) + int(getattr(w, "failed", 0))
+                               for w in self.writers),
+        }
 
 
 def resolve_phoenix_url(value: Any) -> str | None:
@@ -132,11 +161,13 @@ def build(*, resource: Any, logger_provider: Any, export_from_env: bool,
         chosen = _exporters_log_exporter()
         if chosen is not None:
             from opentelemetry.sdk._logs import LoggerProvider
-            from opentelemetry.sdk._logs.export import BatchLogRecordProcessor
+
+            from ._cutoff import CountingLogExporter, CountingLogProcessor
 
             exporter, description = chosen
             provider = LoggerProvider(resource=resource)
-            provider.add_log_record_processor(BatchLogRecordProcessor(exporter))
+            dest.log_processor = CountingLogProcessor(CountingLogExporter(exporter))
+            provider.add_log_record_processor(dest.log_processor)
             dest.logger_provider = provider
             dest.owned_logger_provider = True
             dest.logs_description = description
@@ -148,10 +179,13 @@ def build(*, resource: Any, logger_provider: Any, export_from_env: bool,
             from opentelemetry.sdk.metrics import MeterProvider
             from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader
 
+            from ._cutoff import CountingMetricExporter
+
             metric_exporter, description = chosen_metrics
+            dest.metric_exporter = CountingMetricExporter(metric_exporter)
             dest.meter_provider = MeterProvider(
                 resource=resource,
-                metric_readers=[PeriodicExportingMetricReader(metric_exporter)],
+                metric_readers=[PeriodicExportingMetricReader(dest.metric_exporter)],
             )
             dest.owned_meter_provider = True
             dest.metrics_description = description

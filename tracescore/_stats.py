@@ -13,6 +13,14 @@ def _no_drops() -> dict[str, int]:
     return dict.fromkeys(SPAN_DROP_CAUSES, 0)
 
 
+# What a destination besides the span exporter did not deliver (``Stats.not_sent`` keys).
+NOT_SENT_KINDS = ("log_records", "metric_points", "annotations")
+
+
+def _nothing_unsent() -> dict[str, int]:
+    return dict.fromkeys(NOT_SENT_KINDS, 0)
+
+
 @dataclass
 class Stats:
     """Counters of one configured tracescore instance since ``configure()``.
@@ -42,6 +50,13 @@ class Stats:
         trace_buffer_evictions: traces whose remembered documents and tool calls were evicted
             from the trace buffer to keep it within its bounds (by trace count, by bytes, or
             items per trace); a context scorer on such a trace sees fewer documents.
+        not_sent: what the destinations besides the span exporter did not deliver, as of
+            this snapshot: ``log_records`` (score log records emitted into tracescore's own
+            logs provider and not accepted by its exporter: failed, cut off at a flush or
+            shutdown deadline, dropped by a full queue, or still waiting), ``metric_points``
+            (data points of tracescore's own metrics exports that failed or were cut off),
+            ``annotations`` (Phoenix annotations dropped or failed). Every key is always
+            present; 0 where tracescore owns no such destination.
     """
 
     spans_exported: int = 0
@@ -59,10 +74,12 @@ class Stats:
     deadline_exports: int = 0
     jobs_dropped: int = 0
     trace_buffer_evictions: int = 0
+    not_sent: dict[str, int] = field(default_factory=_nothing_unsent)
 
     def __post_init__(self) -> None:
         # Snapshots are made with Stats(**vars(live)): each gets its own dict.
         self.spans_dropped = {**_no_drops(), **self.spans_dropped}
+        self.not_sent = {**_nothing_unsent(), **self.not_sent}
 
     def count_export(self, outcome: str, spans: int) -> None:
         """Add ``spans`` to ``spans_exported`` (``outcome="exported"``) or to the drop cause
