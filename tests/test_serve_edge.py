@@ -367,6 +367,27 @@ def test_slow_headers_are_cut_off_and_the_backlog_is_normal(serve: Any,
         assert int(listening[2]) == 512
 
 
+def test_many_slow_connections_take_no_thread_each_and_do_not_block_others(
+        serve: Any, receiver: FullReceiver) -> None:
+    import threading
+
+    running = serve(", header_timeout: 60")
+    threads_before = threading.active_count()
+    sockets = []
+    try:
+        for _ in range(300):
+            sock = socket.create_connection(("127.0.0.1", running.http_port), timeout=30)
+            sock.sendall(b"POST /v1/traces HTTP/1.1\r\nHost: x\r\n")  # and nothing more
+            sockets.append(sock)
+        assert _post(running.http_port, _body([_span("through", 0xC3, 0x1)]))[0] == 200
+        assert receiver.received.wait_for(lambda s: len(s) == 1, 30)
+        # The standard library's server held a thread per connection (800 for 800 clients).
+        assert threading.active_count() - threads_before < 20
+    finally:
+        for sock in sockets:
+            sock.close()
+
+
 def test_slow_body_gets_408(serve: Any, receiver: FullReceiver) -> None:
     running = serve(", body_timeout: 0.5")
     with socket.create_connection(("127.0.0.1", running.http_port), timeout=60) as sock:

@@ -125,11 +125,12 @@ def start_grpc(intake: Intake, recv: Receivers, *, credentials: Any = None,
         ("grpc.server_handshake_timeout_ms", int(recv.header_timeout * 1000)),
         ("grpc.max_concurrent_streams", 100),
     ]
+    # No maximum_concurrent_rpcs: grpcio would refuse the excess with RESOURCE_EXHAUSTED and no
+    # RetryInfo, which a Collector takes as final and drops; calls wait for a worker instead.
     server = grpc.server(
         futures.ThreadPoolExecutor(max_workers=recv.grpc_workers,
                                    thread_name_prefix="tracescore-grpc"),
-        handlers=[Handlers()], options=options,
-        maximum_concurrent_rpcs=recv.grpc_workers * 8)
+        handlers=[Handlers()], options=options)
     if credentials is not None:
         port = server.add_secure_port(recv.grpc.endpoint, credentials)
     else:
