@@ -20,6 +20,7 @@ from opentelemetry.sdk.trace import Event, ReadableSpan
 from opentelemetry.sdk.util import BoundedList
 from opentelemetry.trace import SpanContext, TraceFlags
 
+from ._otel_compat import attribute_dict, list_items, own_attributes, own_events, own_links
 from ._stats import Stats
 
 Key = tuple[int, int]
@@ -306,9 +307,9 @@ def with_events(span: ReadableSpan, extra: Sequence[Event],
     through Python-level views), and the copy's span context shares one ``TraceFlags`` object
     per value (the SDK makes one per span: one object fewer for the garbage collector to walk
     per waiting span)."""
-    attributes: Any = getattr(span, "_attributes", None)
-    inner = getattr(attributes, "_dict", None)
-    merged = inner.copy() if inner.__class__ is dict else dict(span.attributes or {})
+    attributes: Any = own_attributes(span)
+    inner = attribute_dict(attributes)
+    merged = inner.copy() if inner is not None else dict(span.attributes or {})
     dropped_attributes = getattr(attributes, "dropped", None)
     if dropped_attributes is None:  # not the SDK's container: the span says (a subclass may)
         dropped_attributes = getattr(span, "dropped_attributes", 0)
@@ -318,8 +319,8 @@ def with_events(span: ReadableSpan, extra: Sequence[Event],
     if dropped_attributes:
         attributes = BoundedAttributes(maxlen=None, attributes=merged, immutable=True)
         attributes.dropped = dropped_attributes
-    events = _plain_list(getattr(span, "_events", None), span, "events", tuple(extra))
-    links = _plain_list(getattr(span, "_links", None), span, "links", ())
+    events = _plain_list(own_events(span), span, "events", tuple(extra))
+    links = _plain_list(own_links(span), span, "links", ())
     return ReadableSpan(
         name=span.name,
         context=_shared_flags(span.context),
@@ -356,8 +357,9 @@ def _shared_flags(context: SpanContext | None) -> SpanContext | None:
 def _plain_list(own: Any, span: ReadableSpan, name: str, extra: tuple[Any, ...]) -> Any:
     """The span's events or links (its own ``BoundedList`` read at C speed, else the public
     property) plus ``extra``: a tuple, or a ``BoundedList`` keeping the SDK's dropped count."""
-    queue = getattr(own, "_dq", None)
-    items = tuple(queue) if queue is not None else tuple(getattr(span, name))
+    items = list_items(own)
+    if items is None:
+        items = tuple(getattr(span, name))
     if extra:
         items += extra
     dropped = getattr(own, "dropped", None)

@@ -32,6 +32,7 @@ from . import _semconv as sc
 from ._engine import Deferred, Engine, Job
 from ._handoff import CallRecord
 from ._held import DeadlineBackstop, Held, HeldSpans, with_events
+from ._otel_compat import span_context
 from ._readers import Content, Reader, attributes_of, reader_for, scope_name
 from ._request import ScoringRequest
 from ._rules import CompiledRule, Selected, select
@@ -238,7 +239,7 @@ class ScoringSpanProcessor(SpanProcessor):
         ``max_queue_size`` spans wait for a stalled loop, or always with ``route_on_loop=False``
         (it may then wait for one batch another thread routes). Never raises."""
         try:
-            ctx = span._context if span.__class__ is ReadableSpan else span.context
+            ctx = span_context(span)
             if ctx is not None and self._rules and not self._closed and (
                     self._buffer is not None or self.picks(ctx.trace_id) or (
                         self._score_errors and span.status.status_code is StatusCode.ERROR)):

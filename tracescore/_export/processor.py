@@ -45,6 +45,7 @@ from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 from opentelemetry.trace import TraceFlags
 
 from .. import _suppress
+from .._otel_compat import span_context
 from .scrub import Scrub
 from .size import envelope_size, fit, span_size
 from .spool import Spool
@@ -204,8 +205,7 @@ class ExportProcessor(SpanProcessor):
         """``on_end`` with the span's ``size.span_size`` already known (None: measured here).
         Never blocks, never raises."""
         try:
-            # The SDK's span read directly (a property is a Python call on every span).
-            context = span._context if span.__class__ is ReadableSpan else span.context
+            context = span_context(span)
             if context is not None and not context.trace_flags & _SAMPLED:
                 return
             if encoded is None:

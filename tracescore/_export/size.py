@@ -19,6 +19,7 @@ from typing import Any
 from opentelemetry.sdk.trace import Event, ReadableSpan
 
 from .. import _semconv as sc
+from .._otel_compat import attribute_dict, span_fields
 
 logger = logging.getLogger("tracescore")
 
@@ -65,10 +66,8 @@ def attributes_size(attributes: Mapping[str, Any] | None) -> int:
         return 0
     # The SDK's BoundedAttributes of an ended span is immutable: its dict is read directly
     # (the Mapping view would look every key up again through a Python method).
-    inner = getattr(attributes, "_dict", None)
-    plain: Mapping[str, Any] = (
-        inner if inner.__class__ is dict and getattr(attributes, "_immutable", False)
-        else attributes)
+    inner = attribute_dict(attributes, frozen_only=True)
+    plain: Mapping[str, Any] = attributes if inner is None else inner
     if plain.__class__ is dict:
         # The common shape, counted in C (this runs on the thread that ends every span): every
         # key and value an ASCII string, so characters are bytes. Joining copies the text once,
@@ -105,25 +104,8 @@ def span_size(span: ReadableSpan) -> int:
     Returns:
         Bytes, never fewer than the protobuf encoder writes for it.
     """
-    attributes: Any
-    events: Any
-    links: Any
-    if span.__class__ is ReadableSpan:
-        # What the SDK hands to on_end: its fields read directly (each property is a Python
-        # call, and ``attributes``/``events``/``links`` copy).
-        name, context, status = span._name, span._context, span._status
-        attributes, events, links = span._attributes, span._events, span._links
-    else:
-        name, context, status = span.name, span.context, span.status
-        attributes = getattr(span, "_attributes", None)
-        if attributes is None:
-            attributes = span.attributes
-        events = getattr(span, "_events", None)
-        if events is None:
-            events = span.events
-        links = getattr(span, "_links", None)
-        if links is None:
-            links = span.links
+    # Each property is a Python call, and ``attributes``/``events``/``links`` copy.
+    name, context, status, attributes, events, links = span_fields(span)
     total = _SPAN_FIXED + (len(name) if name.isascii() else text_size(name))
     if attributes:
         total += attributes_size(attributes)
