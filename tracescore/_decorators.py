@@ -324,13 +324,13 @@ def _fail(span: Span, payload: CallRecord | None, exc: BaseException) -> None:
         module = type(exc).__module__
         qualname = type(exc).__qualname__
         limit = _state.max_content_length
-        span.add_event("exception", {
-            "exception.type": f"{module}.{qualname}" if module and module != "builtins"
+        span.add_event(sc.EXCEPTION_EVENT, {
+            sc.EXCEPTION_TYPE: f"{module}.{qualname}" if module and module != "builtins"
             else qualname,
-            "exception.message": truncate(message, limit),
-            "exception.stacktrace": utf8_safe(truncate(redact_text(_stacktrace(exc)), limit)),
+            sc.EXCEPTION_MESSAGE: truncate(message, limit),
+            sc.EXCEPTION_STACKTRACE: utf8_safe(truncate(redact_text(_stacktrace(exc)), limit)),
             # The decorators re-raise every exception they record: it escapes the span.
-            "exception.escaped": True,
+            sc.EXCEPTION_ESCAPED: True,
         })
     except Exception:
         _internal_error("recording an exception")

@@ -74,6 +74,8 @@ OI_REDACTED: Final = "__REDACTED__"  # what OPENINFERENCE_HIDE_* leave in place 
 EXCEPTION_EVENT: Final = "exception"
 EXCEPTION_TYPE: Final = "exception.type"
 EXCEPTION_MESSAGE: Final = "exception.message"
+EXCEPTION_STACKTRACE: Final = "exception.stacktrace"
+EXCEPTION_ESCAPED: Final = "exception.escaped"
 
 # OTel GenAI conventions, gen_ai_latest_experimental (JSON strings with typed parts).
 GEN_AI_INPUT_MESSAGES: Final = "gen_ai.input.messages"
@@ -145,6 +147,17 @@ TRACESCORE_EXPERIMENT_ITEM_ID: Final = "tracescore.experiment.item.id"
 TRACESCORE_EXPERIMENT_ITEM_GROUND_TRUTH: Final = "tracescore.experiment.item.ground_truth"
 OI_KIND_CHAIN: Final = "CHAIN"
 OI_METADATA: Final = "metadata"
+
+# --- Resource attributes -------------------------------------------------------------------------
+SERVICE_NAME: Final = "service.name"
+SERVICE_INSTANCE_ID: Final = "service.instance.id"
+OPENINFERENCE_PROJECT_NAME: Final = "openinference.project.name"  # Phoenix's project
+
+# --- Human feedback (tracescore._feedback) -------------------------------------------------------
+# Who gave an evaluation, in Phoenix's terms: HUMAN for feedback, LLM or CODE for scorers; and an
+# optional, low-cardinality name of the human source (end_user, reviewer).
+TRACESCORE_EVALUATION_ANNOTATOR_KIND: Final = "tracescore.evaluation.annotator_kind"
+TRACESCORE_EVALUATION_ANNOTATOR: Final = "tracescore.evaluation.annotator"
 
 
 # --- Metrics -------------------------------------------------------------------------------------
