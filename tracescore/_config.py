@@ -42,7 +42,7 @@ logger = logging.getLogger("tracescore")
 
 __version__ = "0.1.0"
 
-_OI_PROJECT = "openinference.project.name"
+_OI_PROJECT = sc.OPENINFERENCE_PROJECT_NAME
 
 
 
