@@ -38,9 +38,9 @@ __all__ = ["FeedbackRecord", "calibrate_feedback", "read_feedback", "record_feed
 
 logger = logging.getLogger("tracescore")
 
-ANNOTATOR_KIND = "tracescore.evaluation.annotator_kind"
+ANNOTATOR_KIND = sc.TRACESCORE_EVALUATION_ANNOTATOR_KIND
 """Who gave an evaluation, in Phoenix's terms: ``HUMAN`` here, ``LLM`` or ``CODE`` for scorers."""
-ANNOTATOR = "tracescore.evaluation.annotator"
+ANNOTATOR = sc.TRACESCORE_EVALUATION_ANNOTATOR
 """An optional, low-cardinality name of the human source, e.g. ``end_user`` or ``reviewer``."""
 
 _PASS = {"pass": True, "passed": True, "true": True, "yes": True, "good": True,
