@@ -12,6 +12,7 @@ import functools
 import sys
 from typing import Any
 
+from tracescore import _semconv as sc
 from tracescore import _state
 
 from . import prices
@@ -20,7 +21,7 @@ from .failures import ERROR_TYPES, classify
 from .loading import load_litellm
 
 # The metric attribute that says which transport made a judge call (``direct``/``litellm``).
-TRANSPORT_ATTRIBUTE = "tracescore.judge.transport"
+TRANSPORT_ATTRIBUTE = sc.TRACESCORE_JUDGE_TRANSPORT
 
 # litellm's provider prefixes -> the GenAI conventions' gen_ai.provider.name values (the
 # prefix itself where the conventions name it the same way or not at all).
@@ -84,18 +85,18 @@ def record_call(model: str, duration: float, response: Any, error: BaseException
         return
     try:
         attrs: dict[str, Any] = {
-            "gen_ai.operation.name": "chat",
-            "gen_ai.provider.name": provider_name(model),
-            "gen_ai.request.model": model,
+            sc.GEN_AI_OPERATION_NAME: sc.OPERATION_CHAT,
+            sc.GEN_AI_PROVIDER_NAME: provider_name(model),
+            sc.GEN_AI_REQUEST_MODEL: model,
             TRANSPORT_ATTRIBUTE: transport,
         }
         input_tokens = output_tokens = 0
         if error is not None:
-            attrs["error.type"] = ERROR_TYPES.get(classify(error), "judge_error")
+            attrs[sc.ERROR_TYPE] = ERROR_TYPES.get(classify(error), "judge_error")
         else:
             response_model = getattr(response, "model", None)
             if isinstance(response_model, str) and response_model:
-                attrs["gen_ai.response.model"] = response_model
+                attrs[sc.GEN_AI_RESPONSE_MODEL] = response_model
             usage = getattr(response, "usage", None)
             input_tokens = int(getattr(usage, "prompt_tokens", 0) or 0)
             output_tokens = int(getattr(usage, "completion_tokens", 0) or 0)
