@@ -49,8 +49,8 @@ class ReceivedTracescoreReader(TracescoreReader):
     def read(self, span: Any, kind: str | None) -> Content:
         attrs = attributes_of(span)
         content = super().read(span, kind)
-        value_in = _json_attribute(attrs, sc.INPUT_VALUE, "input.mime_type")
-        value_out = _json_attribute(attrs, sc.OUTPUT_VALUE, "output.mime_type")
+        value_in = _json_attribute(attrs, sc.INPUT_VALUE, sc.INPUT_MIME_TYPE)
+        value_out = _json_attribute(attrs, sc.OUTPUT_VALUE, sc.OUTPUT_MIME_TYPE)
         if kind == "retrieval":
             documents = retrieval_documents(attrs)
             value_out = list(documents) if documents else value_out

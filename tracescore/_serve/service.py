@@ -102,8 +102,8 @@ class ScoringService:
             scrub=Scrubber(foreign=True) if exp.redact else None)
         self._meter_provider: Any = None
         self._logger_provider: Any = None
-        resource_attrs = {"service.name": config.service_name,
-                          "service.instance.id": f"{socket.gethostname()}-{os.getpid()}"}
+        resource_attrs = {sc.SERVICE_NAME: config.service_name,
+                          sc.SERVICE_INSTANCE_ID: f"{socket.gethostname()}-{os.getpid()}"}
         if telemetry_enabled:
             self._meter_provider, self._logger_provider = _providers(config, resource_attrs)
         trace = config.trace
