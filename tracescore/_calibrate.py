@@ -26,19 +26,19 @@ Data (``.jsonl``, ``.json`` or ``.csv``), one item per row:
 from __future__ import annotations
 
 import asyncio
-import csv
 import json
 import math
 import os
-import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from . import _calibrate_stats as stats
+from ._datafile import iter_csv, iter_jsonl, load_json, parse_json
 from ._errors import ConfigurationError
+from ._progress import progress_bar
 from ._redact import redact_text
 from ._request import ScoringRequest
 from ._scoring import run_scorer, scorer_kwargs
@@ -259,7 +259,7 @@ def load_labelled(data: Any, label_threshold: float = 0.5) -> list[CalibrationIt
     """
     if isinstance(data, (str, os.PathLike)):
         path = Path(data)
-        rows = list(_read_rows(path))
+        rows: Iterable[tuple[Any, str]] = _read_rows(path)
         where = str(path)
     else:
         rows = [(row, f"data[{i}]") for i, row in enumerate(data)]
@@ -313,50 +313,43 @@ def _human_pass(label: Any, label_threshold: float, at: str) -> bool:
     )
 
 
-def _read_rows(path: Path) -> list[tuple[Any, str]]:
+def _read_rows(path: Path) -> Iterator[tuple[Any, str]]:
+    """The rows of a data file, read one at a time (``_datafile``: every problem is one line
+    naming the file, the line and the problem)."""
     if not path.is_file():
         raise ConfigurationError(f"data file {str(path)!r} does not exist (or is not a file)")
     suffix = path.suffix.lower()
-    try:
-        if suffix in (".jsonl", ".ndjson"):
-            out = []
-            with path.open(encoding="utf-8-sig") as fh:
-                for line_no, line in enumerate(fh, start=1):
-                    if line.strip():
-                        out.append((_json(line, f"{path} line {line_no}"),
-                                    f"{path} line {line_no}"))
-            return out
-        if suffix == ".json":
-            rows = _json(path.read_text(encoding="utf-8-sig"), str(path))
-            if not isinstance(rows, list):
-                raise ConfigurationError(f"{path}: a .json data file holds an array of items")
-            return [(row, f"{path} item {i}") for i, row in enumerate(rows)]
-        if suffix == ".csv":
-            with path.open(encoding="utf-8-sig", newline="") as fh:
-                out = []
-                for row_no, row in enumerate(csv.DictReader(fh), start=1):
-                    at = f"{path} row {row_no}"
-                    parsed = {k: v for k, v in row.items() if k is not None and v != ""}
-                    for key in ("context", "metadata"):
-                        if isinstance(parsed.get(key), str) and parsed[key].lstrip()[:1] in "[{":
-                            parsed[key] = _json(parsed[key], f"{at} {key} cell")
-                    out.append((parsed, at))
-                return out
-    except UnicodeDecodeError as exc:
-        raise ConfigurationError(f"{path}: not UTF-8 text ({exc.reason})") from None
-    except OSError as exc:
-        raise ConfigurationError(f"{path}: cannot read the file ({exc})") from None
+    if suffix in (".jsonl", ".ndjson"):
+        for row, where, _ in iter_jsonl(path):
+            yield row, where
+        return
+    if suffix == ".json":
+        rows = load_json(path)
+        if not isinstance(rows, list):
+            raise ConfigurationError(f"{path}: a .json data file holds an array of items")
+        for i, row in enumerate(rows):
+            yield row, f"{path} item {i}"
+        return
+    if suffix == ".csv":
+        rows_csv = iter_csv(path)
+        next(rows_csv)  # the header
+        for row, at, _ in rows_csv:
+            parsed = {k: v for k, v in row.items() if k is not None and v != ""}
+            for key in ("context", "metadata"):
+                if isinstance(parsed.get(key), str) and parsed[key].lstrip()[:1] in "[{":
+                    parsed[key] = _json(parsed[key], f"{at} {key} cell")
+            yield parsed, at
+        return
     raise ConfigurationError(f"data file {str(path)!r}: use a .jsonl, .json or .csv file")
 
 
 def _json(text: str, where: str) -> Any:
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise ConfigurationError(f"{where}: not valid JSON ({exc.msg})") from None
+    return parse_json(text, where)
 
 
 # -- state file -------------------------------------------------------------------------------
+
+_STATUSES = frozenset({"scored", "not_scorable", "error"})
 
 
 def _read_state(path: Path, header: dict[str, Any]) -> dict[str, ItemOutcome]:
@@ -368,32 +361,53 @@ def _read_state(path: Path, header: dict[str, Any]) -> dict[str, ItemOutcome]:
     if not path.exists():
         return {}
     done: dict[str, ItemOutcome] = {}
-    with path.open(encoding="utf-8") as fh:
-        for line_no, line in enumerate(fh, start=1):
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError:
-                continue  # a line cut by the interruption: that item is scored again
-            if "tracescore_calibrate" in record:
-                theirs = {k: record.get(k) for k in ("scorer", "judge_model")}
-                ours = {k: header[k] for k in ("scorer", "judge_model")}
-                if theirs != ours:
-                    raise ConfigurationError(
-                        f"state file {path} was written for {theirs}, not {ours}: use another "
-                        "file (or delete it to start over)"
-                    )
-                continue
-            try:
-                outcome = ItemOutcome(**record)
-            except TypeError:
+    lines = _state_lines(path)
+    for line_no, line in lines:
+        try:
+            record = json.loads(line)
+        except (ValueError, RecursionError):
+            continue  # a line cut by the interruption: that item is scored again
+        if not isinstance(record, dict):
+            raise ConfigurationError(f"state file {path} line {line_no}: not a calibration "
+                                     "record (use another file, or delete it to start over)")
+        if "tracescore_calibrate" in record:
+            theirs = {k: record.get(k) for k in ("scorer", "judge_model")}
+            ours = {k: header[k] for k in ("scorer", "judge_model")}
+            if theirs != ours:
                 raise ConfigurationError(
-                    f"{path} line {line_no}: not a calibration record"
-                ) from None
-            if outcome.status == "error":
-                done.pop(outcome.id, None)
-            else:
-                done[outcome.id] = outcome
+                    f"state file {path} was written for {theirs}, not {ours}: use another "
+                    "file (or delete it to start over)"
+                )
+            continue
+        try:
+            outcome = ItemOutcome(**record)
+            if not isinstance(outcome.id, str) or outcome.status not in _STATUSES:
+                raise TypeError
+        except TypeError:
+            raise ConfigurationError(
+                f"state file {path} line {line_no}: not a calibration record (use another "
+                "file, or delete it to start over)"
+            ) from None
+        if outcome.status == "error":
+            done.pop(outcome.id, None)
+        else:
+            done[outcome.id] = outcome
     return done
+
+
+def _state_lines(path: Path) -> Iterator[tuple[int, str]]:
+    """The state file's lines; bytes that are not UTF-8 are one line of error."""
+    try:
+        with path.open("rb") as fh:
+            for line_no, raw in enumerate(fh, start=1):
+                try:
+                    yield line_no, raw.decode("utf-8")
+                except UnicodeDecodeError as exc:
+                    raise ConfigurationError(
+                        f"state file {path} line {line_no}: not UTF-8 text ({exc.reason}); "
+                        "use another file, or delete it to start over") from None
+    except OSError as exc:
+        raise ConfigurationError(f"state file {path}: cannot read it ({exc})") from None
 
 
 class _StateWriter:
@@ -569,14 +583,7 @@ def _judge_model(scorer: Any) -> str | None:
 
 
 def _progress(progress: bool | None, total: int, initial: int) -> Any:
-    if progress is None:
-        progress = sys.stderr.isatty()
-    if not progress:
-        return None
-    from tqdm import tqdm  # type: ignore[import-untyped, unused-ignore]
-
-    return tqdm(total=total, initial=initial, desc="calibrate", unit="item", file=sys.stderr,
-                dynamic_ncols=True)
+    return progress_bar(progress, total, "calibrate", initial)
 
 
 async def _score_all(scorer: Any, items: Sequence[CalibrationItem], concurrency: int,

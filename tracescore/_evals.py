@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import itertools
 import logging
-import sys
 import threading
 import time
 import uuid
@@ -28,7 +28,7 @@ from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 from . import _config, _state
 from . import _semconv as sc
 from ._errors import ConfigurationError
-from ._evals_data import EvalItem, load_items
+from ._evals_data import EvalItem, stream_items
 from ._evals_results import (
     EvalItemResult,
     EvalResult,
@@ -38,6 +38,11 @@ from ._evals_results import (
 )
 from ._evals_run import EvalRun
 from ._evals_specs import build_specs, check_needs, decide_verdict, summarise
+from ._progress import progress_bar
+
+# Rows of a data file read before the run starts, on which what the scorers need is checked
+# (the rest is read as the run takes it).
+_CHECK_AHEAD = 1_000
 
 __all__ = [
     "EvalItem",
@@ -54,18 +59,6 @@ logger = logging.getLogger("tracescore")
 
 # Span and attribute names of experiments. They belong in ``_semconv`` (all names in one
 # module); they live here until that module, owned elsewhere, takes them over.
-
-
-def _progress_bar(progress: bool | None, total: int, name: str) -> Any:
-    show = sys.stderr.isatty() if progress is None else bool(progress)
-    if not show:
-        return None
-    try:
-        from tqdm import tqdm  # type: ignore[import-untyped, unused-ignore]
-    except ImportError:
-        logger.warning("tracescore: no progress bar (tqdm is not installed)")
-        return None
-    return tqdm(total=total, desc=name, unit="item", file=sys.stderr, dynamic_ncols=True)
 
 
 def _tracer() -> trace.Tracer | None:
@@ -91,9 +84,14 @@ async def arun_evals(
     Example:
         >>> result = await tracescore.arun_evals(data=data, scorers=[scorer], target=agent)
     """
-    items, source = load_items(data)
+    stream = stream_items(data)
+    source = stream.source
     specs = build_specs(scorers, gates)
-    check_needs(specs, items)
+    # A file is read as the run takes its rows (issue 22): what a scorer needs is checked on
+    # the first rows, and a malformed row stops the run when it is reached.
+    head = list(itertools.islice(stream.items, _CHECK_AHEAD))
+    check_needs(specs, head)
+    items = itertools.chain(head, stream.items)
     if not callable(target):
         raise ConfigurationError(
             f"run_evals(target=...) takes a callable (sync or async), got {type(target).__name__}"
@@ -115,6 +113,7 @@ async def arun_evals(
     tracer = _tracer()
     run = EvalRun(
         items=items,
+        total=stream.total if stream.total is not None else None,
         specs=specs,
         target=target,
         concurrency=concurrency,
@@ -135,12 +134,12 @@ async def arun_evals(
                 sc.OPENINFERENCE_SPAN_KIND: sc.OI_KIND_CHAIN,
                 sc.TRACESCORE_EXPERIMENT_NAME: experiment_name,
                 sc.TRACESCORE_EXPERIMENT_ID: experiment_id,
-                sc.TRACESCORE_EXPERIMENT_ITEMS: len(items),
+                sc.TRACESCORE_EXPERIMENT_ITEMS: stream.total or len(head),
                 sc.TRACESCORE_EXPERIMENT_CONCURRENCY: concurrency,
             },
         )
         parent = trace.set_span_in_context(root)
-    bar = _progress_bar(progress, len(items), experiment_name)
+    bar = progress_bar(progress, stream.total, experiment_name)
     finished = False
     try:
         await run.run_all(parent, bar)
@@ -156,7 +155,7 @@ async def arun_evals(
             root.set_status(Status(StatusCode.ERROR, "the evaluation run was interrupted"))
             root.end()
 
-    results = [r for r in run.results if r is not None]
+    results = [run.results[i] for i in sorted(run.results)]
     trace_id = None
     try:
         summaries = [summarise(spec, results) for spec in specs]
@@ -167,6 +166,7 @@ async def arun_evals(
             for s in summaries:
                 if s.mean is not None:
                     root.set_attribute(sc.TRACESCORE_EXPERIMENT_SCORE_PREFIX + s.scorer_id, s.mean)
+            root.set_attribute(sc.TRACESCORE_EXPERIMENT_ITEMS, len(results))
             root.set_attribute(sc.TRACESCORE_EXPERIMENT_VERDICT, verdict)
             root.set_attribute(sc.TRACESCORE_EXPERIMENT_TARGET_ERRORS, target_errors)
             trace_id = f"{root.get_span_context().trace_id:032x}"
@@ -176,7 +176,7 @@ async def arun_evals(
     return EvalResult(
         scores={s.scorer_id: s.mean for s in summaries},
         summary={
-            "total_items": len(items),
+            "total_items": len(results),
             "target_errors": target_errors,
             "duration_seconds": duration,
             "scorers": {s.scorer_id: s.as_dict() for s in summaries},

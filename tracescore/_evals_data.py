@@ -1,5 +1,5 @@
 """Reading and checking the items ``run_evals`` evaluates: a list of dicts, or a JSONL, JSON or
-CSV file.
+CSV file (JSON lines and CSV read a row at a time as the run takes them: ``stream_items``).
 
 Every problem is reported as a ``ConfigurationError`` that names the item (``data[3]``) or the
 file position (``eval.jsonl line 4``, ``eval.csv row 3 (line 4)``), so a CI log says exactly which
@@ -8,18 +8,17 @@ row to fix.
 
 from __future__ import annotations
 
-import csv
 import difflib
-import json
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ._datafile import count_lines, iter_csv, iter_jsonl, load_json, parse_json
 from ._errors import ConfigurationError
 
-__all__ = ["ITEM_KEYS", "EvalItem", "load_items"]
+__all__ = ["ITEM_KEYS", "EvalItem", "ItemStream", "load_items", "stream_items"]
 
 # The keys an item may have. Unknown keys are refused rather than ignored: a typo such as
 # "groundTruth" would otherwise make every ground-truth scorer silently not scorable.
@@ -73,7 +72,7 @@ class EvalItem:
 
 
 def load_items(data: Any) -> tuple[list[EvalItem], str | None]:
-    """Read ``data`` into checked items.
+    """Read ``data`` into checked items, all of them (``stream_items`` reads a file lazily).
 
     Args:
         data: a list (or any iterable) of mappings with the keys of ``ITEM_KEYS``, or a path
@@ -89,9 +88,40 @@ def load_items(data: Any) -> tuple[list[EvalItem], str | None]:
         ConfigurationError: the file is missing or unreadable, or an item is malformed; the
             message names the item or row.
     """
+    stream = stream_items(data)
+    return _non_empty(list(stream.items), stream.source or "data"), stream.source
+
+
+@dataclass
+class ItemStream:
+    """Items read as they are needed.
+
+    Attributes:
+        items: the checked items, in order (an iterator for a file: each row is read, parsed
+            and checked when the run takes it, and a problem raises ``ConfigurationError``
+            then).
+        source: the file path as given, or None for in-memory data.
+        total: how many items there are, or, for a JSON-lines or CSV file, an upper bound
+            from its line count (for a progress bar); None when unknown.
+    """
+
+    items: Iterator[EvalItem]
+    source: str | None
+    total: int | None
+
+
+def stream_items(data: Any) -> ItemStream:
+    """``data`` as an ``ItemStream``: a JSON-lines or CSV file is read row by row as the
+    items are taken (memory holds the rows in flight, not the file); a list is checked at
+    once.
+
+    Raises:
+        ConfigurationError: the file is missing or of an unknown kind, in-memory data is not a
+            list of items (file rows raise as they are read).
+    """
     if isinstance(data, (str, os.PathLike)):
         path = Path(data)
-        return _load_file(path), str(data)
+        return ItemStream(_file_items(path), str(data), _total(path))
     if isinstance(data, (bytes, bytearray, Mapping)) or not isinstance(data, Iterable):
         raise ConfigurationError(
             "run_evals(data=...) takes a list of items like {'input': ..., 'ground_truth': ...} "
@@ -99,7 +129,7 @@ def load_items(data: Any) -> tuple[list[EvalItem], str | None]:
         )
     rows = list(data)
     items = [_item(row, i, f"data[{i}]") for i, row in enumerate(rows)]
-    return _non_empty(items, "data"), None
+    return ItemStream(iter(_non_empty(items, "data")), None, len(items))
 
 
 def _non_empty(items: list[EvalItem], where: str) -> list[EvalItem]:
@@ -108,93 +138,88 @@ def _non_empty(items: list[EvalItem], where: str) -> list[EvalItem]:
     return items
 
 
-def _load_file(path: Path) -> list[EvalItem]:
+def _total(path: Path) -> int | None:
+    suffix = path.suffix.lower()
+    if suffix in (".jsonl", ".ndjson") and path.is_file():
+        return count_lines(path)
+    if suffix == ".csv" and path.is_file():
+        lines = count_lines(path)
+        return None if lines is None else max(0, lines - 1)
+    return None
+
+
+def _file_items(path: Path) -> Iterator[EvalItem]:
     if not path.is_file():
         raise ConfigurationError(f"data file {str(path)!r} does not exist (or is not a file)")
     suffix = path.suffix.lower()
-    try:
-        if suffix in (".jsonl", ".ndjson"):
-            return _non_empty(_load_jsonl(path), str(path))
-        if suffix == ".json":
-            return _non_empty(_load_json(path), str(path))
-        if suffix == ".csv":
-            return _non_empty(_load_csv(path), str(path))
-    except UnicodeDecodeError as exc:
-        raise ConfigurationError(f"{path}: not UTF-8 text ({exc.reason})") from None
-    except OSError as exc:
-        raise ConfigurationError(f"{path}: cannot read the file ({exc})") from None
-    raise ConfigurationError(
-        f"data file {str(path)!r}: use a .jsonl, .json or .csv file (got {suffix or 'no suffix'})"
-    )
+    if suffix not in (".jsonl", ".ndjson", ".json", ".csv"):
+        raise ConfigurationError(
+            f"data file {str(path)!r}: use a .jsonl, .json or .csv file "
+            f"(got {suffix or 'no suffix'})")
+    return _read_file(path, suffix)
 
 
-def _load_jsonl(path: Path) -> list[EvalItem]:
-    items: list[EvalItem] = []
-    with path.open(encoding="utf-8-sig") as fh:
-        for line_no, line in enumerate(fh, start=1):
-            if not line.strip():
+def _read_file(path: Path, suffix: str) -> Iterator[EvalItem]:
+    count = 0
+    if suffix in (".jsonl", ".ndjson"):
+        for row, where, _ in iter_jsonl(path):
+            yield _item(row, count, where)
+            count += 1
+    elif suffix == ".json":
+        rows = load_json(path)
+        if not isinstance(rows, list):
+            raise ConfigurationError(f"{path}: a .json data file holds an array of items")
+        for i, row in enumerate(rows):
+            yield _item(row, i, f"{path} item {i}")
+            count += 1
+    else:
+        for item in _csv_items(path):
+            yield item
+            count += 1
+    if not count:
+        raise ConfigurationError(f"{path} has no items to evaluate")
+
+
+def _csv_items(path: Path) -> Iterator[EvalItem]:
+    rows = iter_csv(path)
+    header_row, _, _ = next(rows)
+    header = list(header_row)
+    if not header:
+        raise ConfigurationError(f"{path}: the CSV file is empty (no header row)")
+    if len(set(header)) != len(header):
+        raise ConfigurationError(f"{path} line 1: a column name appears twice in {header}")
+    for name in header:
+        if name not in ITEM_KEYS:
+            raise ConfigurationError(f"{path} line 1: unknown column {name!r}; {_hint(name)}")
+    if "input" not in header:
+        raise ConfigurationError(f"{path} line 1: the header needs an 'input' column")
+    index = 0
+    for row, where, _ in rows:
+        if None in row:
+            raise ConfigurationError(f"{where}: more cells than the header has columns")
+        parsed: dict[str, Any] = {}
+        for key, cell in row.items():
+            if cell is None:  # fewer cells than columns
                 continue
-            where = f"{path} line {line_no}"
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise ConfigurationError(f"{where}: not valid JSON ({exc.msg})") from None
-            items.append(_item(row, len(items), where))
-    return items
-
-
-def _load_json(path: Path) -> list[EvalItem]:
-    try:
-        rows = json.loads(path.read_text(encoding="utf-8-sig"))
-    except json.JSONDecodeError as exc:
-        raise ConfigurationError(f"{path} line {exc.lineno}: not valid JSON ({exc.msg})") from None
-    if not isinstance(rows, list):
-        raise ConfigurationError(f"{path}: a .json data file holds an array of items")
-    return [_item(row, i, f"{path} item {i}") for i, row in enumerate(rows)]
-
-
-def _load_csv(path: Path) -> list[EvalItem]:
-    items: list[EvalItem] = []
-    # newline="" lets the csv module handle line breaks inside quoted cells.
-    with path.open(encoding="utf-8-sig", newline="") as fh:
-        reader = csv.DictReader(fh)
-        header = reader.fieldnames
-        if not header:
-            raise ConfigurationError(f"{path}: the CSV file is empty (no header row)")
-        if len(set(header)) != len(header):
-            raise ConfigurationError(f"{path} line 1: a column name appears twice in {header}")
-        for name in header:
-            if name not in ITEM_KEYS:
-                raise ConfigurationError(f"{path} line 1: unknown column {name!r}; {_hint(name)}")
-        if "input" not in header:
-            raise ConfigurationError(f"{path} line 1: the header needs an 'input' column")
-        for row_no, row in enumerate(reader, start=1):
-            where = f"{path} row {row_no} (line {reader.line_num})"
-            if None in row:
-                raise ConfigurationError(f"{where}: more cells than the header has columns")
-            parsed: dict[str, Any] = {}
-            for key, cell in row.items():
-                if cell is None:  # fewer cells than columns
+            if key in _JSON_CELLS:
+                if not cell.strip():
                     continue
-                if key in _JSON_CELLS:
-                    if not cell.strip():
-                        continue
-                    try:
-                        parsed[key] = json.loads(cell)
-                    except json.JSONDecodeError as exc:
-                        raise ConfigurationError(
-                            f"{where}: the {key} cell must hold JSON ({exc.msg})"
-                        ) from None
-                    if key == "context" and not isinstance(parsed[key], list):
-                        raise ConfigurationError(
-                            f"{where}: the context cell must hold a JSON array of strings"
-                        )
-                elif key in ("ground_truth", "id") and cell == "":
-                    continue
-                else:
-                    parsed[key] = cell
-            items.append(_item(parsed, len(items), where))
-    return items
+                try:
+                    parsed[key] = parse_json(cell, where)
+                except ConfigurationError as exc:
+                    problem = str(exc)[len(where) + 2:]
+                    raise ConfigurationError(
+                        f"{where}: the {key} cell must hold JSON ({problem})") from None
+                if key == "context" and not isinstance(parsed[key], list):
+                    raise ConfigurationError(
+                        f"{where}: the context cell must hold a JSON array of strings"
+                    )
+            elif key in ("ground_truth", "id") and cell == "":
+                continue
+            else:
+                parsed[key] = cell
+        yield _item(parsed, index, where)
+        index += 1
 
 
 def _hint(key: str) -> str:

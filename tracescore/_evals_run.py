@@ -11,7 +11,7 @@ import contextlib
 import contextvars
 import inspect
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -60,7 +60,8 @@ class EvalRun:
     def __init__(
         self,
         *,
-        items: list[EvalItem],
+        items: Iterable[EvalItem],
+        total: int | None = None,
         specs: list[ScorerSpec],
         target: Callable[..., Any],
         concurrency: int,
@@ -69,7 +70,8 @@ class EvalRun:
         experiment_id: str,
         tracer: trace.Tracer | None,
     ) -> None:
-        self.items = items
+        self.items = iter(items)
+        self.total = total
         self.specs = specs
         self.target = target
         self.target_is_async = _is_async(target)
@@ -81,7 +83,8 @@ class EvalRun:
         self.capture = _state.capture_content
         self.max_length = _state.max_content_length
         self.pool: ThreadPoolExecutor | None = None
-        self.results: list[EvalItemResult | None] = [None] * len(items)
+        # By item index: items finish in any order; the report lists them in data order.
+        self.results: dict[int, EvalItemResult] = {}
 
     async def call_target(self, value: Any) -> Any:
         if self.target_is_async:
@@ -225,15 +228,16 @@ class EvalRun:
             await out
 
     async def run_all(self, parent: Any, bar: Any) -> None:
-        order: Iterator[int] = iter(range(len(self.items)))
+        order = self.items
         failures = 0
 
         async def worker() -> None:
             nonlocal failures
-            # One shared iterator: next() never awaits, so workers cannot take the same item.
-            for index in order:
-                result = await self.run_item(self.items[index], parent)
-                self.results[index] = result
+            # One shared iterator (a data file read a row at a time): next() never awaits, so
+            # workers cannot take the same item.
+            for item in order:
+                result = await self.run_item(item, parent)
+                self.results[item.index] = result
                 await self.notify(result)
                 if bar is not None:
                     if result.error is not None or any(
@@ -243,9 +247,9 @@ class EvalRun:
                         bar.set_postfix(errors=failures, refresh=False)
                     bar.update(1)
 
-        tasks = [
-            asyncio.create_task(worker()) for _ in range(min(self.concurrency, len(self.items)))
-        ]
+        workers = self.concurrency if self.total is None else min(self.concurrency,
+                                                                   max(self.total, 1))
+        tasks = [asyncio.create_task(worker()) for _ in range(workers)]
         try:
             await asyncio.gather(*tasks)
         except BaseException:
