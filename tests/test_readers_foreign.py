@@ -45,14 +45,14 @@ class Probe(ProbeScorer):
 
 KIND_CASES = [
     # (scope, attributes, root?, reader, kind)
-    (OI_SCOPE, {"openinference.span.kind": "AGENT"}, False, "openinference", "agent"),
-    (OI_SCOPE, {"openinference.span.kind": "LLM"}, False, "openinference", "llm"),
-    (OI_SCOPE, {"openinference.span.kind": "RETRIEVER"}, False, "openinference", "retrieval"),
-    (OI_SCOPE, {"openinference.span.kind": "TOOL"}, False, "openinference", "tool"),
-    (OI_SCOPE, {"openinference.span.kind": "CHAIN"}, True, "openinference", "agent"),
-    (OI_SCOPE, {"openinference.span.kind": "CHAIN"}, False, "openinference", None),
-    (OI_SCOPE, {"openinference.span.kind": "EMBEDDING"}, False, "openinference", None),
-    (OI_SCOPE, {"openinference.span.kind": "RERANKER"}, False, "openinference", None),
+    (OI_SCOPE, {"openinference.span.kind": "AGENT"}, False, "langchain", "agent"),
+    (OI_SCOPE, {"openinference.span.kind": "LLM"}, False, "langchain", "llm"),
+    (OI_SCOPE, {"openinference.span.kind": "RETRIEVER"}, False, "langchain", "retrieval"),
+    (OI_SCOPE, {"openinference.span.kind": "TOOL"}, False, "langchain", "tool"),
+    (OI_SCOPE, {"openinference.span.kind": "CHAIN"}, True, "langchain", "agent"),
+    (OI_SCOPE, {"openinference.span.kind": "CHAIN"}, False, "langchain", None),
+    (OI_SCOPE, {"openinference.span.kind": "EMBEDDING"}, False, "langchain", None),
+    (OI_SCOPE, {"openinference.span.kind": "RERANKER"}, False, "langchain", None),
     (GENAI_SCOPE, {"gen_ai.operation.name": "invoke_agent"}, False, "genai", "agent"),
     (GENAI_SCOPE, {"gen_ai.operation.name": "invoke_workflow"}, False, "genai", "agent"),
     (GENAI_SCOPE, {"gen_ai.operation.name": "chat"}, False, "genai", "llm"),
@@ -190,7 +190,7 @@ def test_genai_chat_span_reads_the_message_json_with_typed_parts() -> None:
         {"role": "system", "content": "Be brief."},
         {"role": "user", "content": "Weather in Paris?"},
         {"role": "assistant", "content": 'weather({"city": "Paris"})'},
-        {"role": "tool", "content": '"sunny"'},
+        {"role": "tool", "content": "sunny"},
     ], "Sunny.")
 
 

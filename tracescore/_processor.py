@@ -34,6 +34,7 @@ from ._handoff import CallRecord
 from ._held import DeadlineBackstop, Held, HeldSpans, with_events
 from ._otel_compat import span_context
 from ._readers import Content, Reader, attributes_of, reader_for, scope_name
+from ._readers._turns import finish, no_documents_reason, route
 from ._request import ScoringRequest
 from ._rules import CompiledRule, Selected, select
 from ._sampling import TracePicker
@@ -64,11 +65,11 @@ class _Pending(Deferred):
     come as a tuple shared by every span the same rules picked, its content as plain fields."""
 
     __slots__ = ("processor", "held", "reader", "kind", "scope", "read", "input", "output",
-                 "error", "missing", "context", "on_error")
+                 "error", "missing", "tool_calls", "context", "on_error")
 
     def __init__(self, processor: ScoringSpanProcessor, held: Held, reader: Reader,
                  kind: str | None, scope: str, content: Content | None,
-                 context: tuple[tuple[Any, ...], tuple[Any, ...]],
+                 context: tuple[tuple[Any, ...], tuple[Any, ...], Any],
                  picked: tuple[tuple[CompiledRule, ...], tuple[bool, ...]]) -> None:
         self.rules, self.on_error = picked
         self.processor = processor
@@ -78,14 +79,14 @@ class _Pending(Deferred):
         self.scope = scope
         self.read = content is not None
         if content is not None:
-            self.input, self.output, self.error, self.missing = content
+            self.input, self.output, self.error, self.missing, self.tool_calls = content
         self.context = context
 
     def content(self) -> Content | None:
         """What the reader read when the span was routed, or None (read it at the build)."""
         if not self.read:
             return None
-        return Content(self.input, self.output, self.error, self.missing)
+        return Content(self.input, self.output, self.error, self.missing, self.tool_calls)
 
     def build(self) -> list[Job]:
         return self.processor._jobs(self)
@@ -154,13 +155,18 @@ class ScoringSpanProcessor(SpanProcessor):
         self._export_call: _Call | None = None
         self._flush_missed = False  # the last force_flush ran out of time
         self._sweep_armed = False  # loop-thread only
-        self._wants_tool_calls = any(r.scorer.uses_tool_calls for r in self._rules)
+        self._wants_tool_calls = any(r.scorer.uses_tool_calls or r.tool_results_as_context
+                                     for r in self._rules)
         #: Whether any rule's sample picks a trace (by its id); the decorators ask it too.
         self.picks = TracePicker([(r.sample_rate, r.salt) for r in self._rules])
         self._score_errors = any(r.score_errors for r in self._rules)
         wants_buffer = self._wants_tool_calls or any(r.scorer.uses_context for r in self._rules)
+        # Every span of a trace is routed when a rule needs what its other spans left (else
+        # only traces a rule may pick). The buffer also tells a span what ended beneath it
+        # (one score per model call and per agent turn), so any rule gets one.
+        self._route_all = trace_buffer is not None or wants_buffer
         self._buffer = trace_buffer if trace_buffer is not None else (
-            TraceBuffer() if wants_buffer else None)
+            TraceBuffer() if self._rules else None)
         self._held = HeldSpans(self._export, self._stats, max_held_spans)
         self._backstop = DeadlineBackstop(self._held)
         self._span_events = SpanEventWriter(self._held, self._export, self._stats)
@@ -241,7 +247,7 @@ class ScoringSpanProcessor(SpanProcessor):
         try:
             ctx = span_context(span)
             if ctx is not None and self._rules and not self._closed and (
-                    self._buffer is not None or self.picks(ctx.trace_id) or (
+                    self._route_all or self.picks(ctx.trace_id) or (
                         self._score_errors and span.status.status_code is StatusCode.ERROR)):
                 # Otherwise no rule can pick this span whatever it matches (the same picks as
                 # ``_rules.select``, by trace id or for a failure), and no trace context is
@@ -353,23 +359,21 @@ class ScoringSpanProcessor(SpanProcessor):
             return False
         buffer = self._buffer
         reader = reader_for(span)
-        kind = reader.kind(span)
-        if buffer is not None:
-            if self._wants_tool_calls:
-                buffer.add_span(ctx.trace_id, ctx.span_id,
-                                span.parent.span_id if span.parent else None)
-            reader.observe(span, kind, buffer)
+        # The span's kind, and whether it wraps another of its kind (``_readers._turns``).
+        kind, wrapper, beneath = route(reader, span, buffer,
+                                       parent_links=self._wants_tool_calls)
         scope = scope_name(span)
         selected = select(self._rules, trace_id=ctx.trace_id, kind=kind, name=span.name,
-                          attributes=attrs, scope=scope, failed=failed, span=span)
+                          attributes=attrs, scope=scope, failed=failed, span=span,
+                          wrapper=wrapper)
         admitted = self._admit(selected) if selected else []
-        context: tuple[tuple[Any, ...], tuple[Any, ...]] = ((), ())
+        context: tuple[tuple[Any, ...], tuple[Any, ...], Any] = ((), (), beneath)
         if admitted and buffer is not None:
             # Taken now: the trace's local root may end (and the buffer forget the trace)
             # before the loop builds the request.
             context = (buffer.documents(ctx.trace_id),
                        buffer.tool_calls_under(ctx.trace_id, ctx.span_id)
-                       if self._wants_tool_calls else ())
+                       if self._wants_tool_calls else (), beneath)
         if buffer is not None and (span.parent is None or span.parent.is_remote):
             buffer.end_trace(ctx.trace_id)  # the local root ended: nothing later needs it
         if not admitted:
@@ -432,12 +436,15 @@ class ScoringSpanProcessor(SpanProcessor):
 
     def _request(self, span: ReadableSpan, reader: Reader, kind: str | None, scope: str,
                  attrs: Any, content: Content | None,
-                 context: tuple[tuple[Any, ...], tuple[Any, ...]]) -> ScoringRequest:
+                 context: tuple[tuple[Any, ...], tuple[Any, ...], Any]) -> ScoringRequest:
         ctx = span.context
         assert ctx is not None
+        documents, tool_calls, beneath = context
         if content is None:
             content = reader.read(span, kind)
-        documents, tool_calls = context
+        content = finish(span, kind, content, beneath)
+        if not tool_calls and content.tool_calls:
+            tool_calls = content.tool_calls  # a model turn's requested calls
         status = span.status.status_code
         return ScoringRequest(
             input=content.input,
@@ -457,6 +464,7 @@ class ScoringSpanProcessor(SpanProcessor):
                     else "ok" if status is StatusCode.OK else "unset"),
             error=content.error,
             content_missing=content.missing,
+            documents_missing=None if documents else no_documents_reason(reader, span),
         )
 
     def _count_skips(self, selected: Sequence[Selected], reason: str) -> None:

@@ -49,6 +49,9 @@ class ScoringRequest:
         content_missing: why the reader found no content to score, when it found none (for
             example the instrumentation's content-capture switch is off); scorers that need the
             content then report *not scorable* with this reason.
+        documents_missing: why ``documents`` is empty, when it is (no retrieval span ended
+            in the trace, and how to pass context instead); context scorers that find no
+            context report it.
     """
 
     input: Any = None
@@ -69,6 +72,7 @@ class ScoringRequest:
     status: Status = "unset"
     error: str | None = None
     content_missing: str | None = None
+    documents_missing: str | None = None
 
 
 @dataclass(frozen=True)

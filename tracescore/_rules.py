@@ -53,6 +53,8 @@ class CompiledRule:
         score_errors: also score failed spans that the sample did not pick.
         rate_limiter: the rule's ``max_per_minute`` token bucket, or None.
         budget: the rule's hourly judge budget, or None.
+        score_wrappers: also select spans that wrap another span of their kind.
+        tool_results_as_context: context scorers also judge the turn's tool results.
     """
 
     scorer: Any
@@ -68,6 +70,8 @@ class CompiledRule:
     score_errors: bool = False
     rate_limiter: RateLimiter | None = None
     budget: Budget | None = None
+    score_wrappers: bool = False
+    tool_results_as_context: bool = False
 
     @property
     def scorer_id(self) -> str:
@@ -75,12 +79,14 @@ class CompiledRule:
         return str(self.scorer.id)
 
     def matches(self, kind: str | None, name: str, attributes: Mapping[str, Any], scope: str,
-                span: Any) -> bool:
-        """Kind (or predicate), name, scope and attribute filters; no sampling, no limits."""
+                span: Any, wrapper: bool = False) -> bool:
+        """Kind (or predicate), name, scope and attribute filters; no sampling, no limits.
+        ``wrapper``: the span wraps another span of its kind (``_readers._turns``), which
+        a kind rule selects only with ``score_wrappers``."""
         if self.predicate is not None:
             if not self.predicate(span):
                 return False
-        elif kind is None or kind != self.kind:
+        elif kind is None or kind != self.kind or (wrapper and not self.score_wrappers):
             return False
         if self.span_name is not None and not self.span_name.fullmatch(name):
             return False
@@ -124,12 +130,13 @@ class Selected(NamedTuple):
 
 
 def select(rules: Sequence[CompiledRule], *, trace_id: int, kind: str | None, name: str,
-           attributes: Mapping[str, Any], scope: str, failed: bool, span: Any) -> list[Selected]:
+           attributes: Mapping[str, Any], scope: str, failed: bool, span: Any,
+           wrapper: bool = False) -> list[Selected]:
     """The rules that match a span and whose trace-id sample picks its trace (or that score
     every failed span). Limits are not applied here: see ``CompiledRule.admit``."""
     selected: list[Selected] = []
     for rule in rules:
-        if not rule.matches(kind, name, attributes, scope, span):
+        if not rule.matches(kind, name, attributes, scope, span, wrapper):
             continue
         if trace_sampled(trace_id, rule.sample_rate, rule.salt):
             selected.append(Selected(rule, False))
@@ -180,6 +187,18 @@ class ScoringRule:
         max_cost_per_hour: the same in USD, where litellm knows the judge's price.
         clock: monotonic seconds for the rate limit and budget; default ``time.monotonic``
             (tests pass a fake clock).
+        score_wrappers: also judge a span that wraps another span of its kind in the same
+            trace. Default False: one score per model call and per agent turn, on the
+            innermost span of a nest (a framework's LLM span around the client library's,
+            LlamaIndex ``predict`` around ``chat``, litellm or LangChain around OpenAI: the
+            inner one, which carries the messages sent and the text received; a workflow's
+            agent span around the agent's: the agent's). Spans of tracescore's own decorators
+            are always judged. With True, narrow the rule with ``scope=`` to pick one layer.
+        tool_results_as_context: scorers that judge against context (faithfulness,
+            hallucination, the context scorers) also take the results of the tool calls
+            made under the scored span (after the retrieved documents), for agents whose
+            retrieval is a tool; on an LLM span, the tool results among its input messages.
+            Default False.
         name: a name for the rule, mixed into its sampling hash. Default: none, so that rules
             at equal rates pick the same traces and a lower rate's traces are a subset of a
             higher rate's (a trace sampled at 0.1 also gets the scores of 0.5 rules); give
@@ -210,6 +229,8 @@ class ScoringRule:
     max_tokens_per_hour: float | None = None
     max_cost_per_hour: float | None = None
     clock: Callable[[], float] | None = None
+    score_wrappers: bool = False
+    tool_results_as_context: bool = False
 
     def __post_init__(self) -> None:
         self._check_limits()
@@ -274,8 +295,9 @@ class ScoringRule:
             raise ConfigurationError(
                 "ScoringRule(attributes=...) takes a mapping of attribute name to value"
             )
-        if not isinstance(self.score_errors, bool):
-            raise ConfigurationError("ScoringRule(score_errors=...) takes True or False")
+        for flag in ("score_errors", "score_wrappers", "tool_results_as_context"):
+            if not isinstance(getattr(self, flag), bool):
+                raise ConfigurationError(f"ScoringRule({flag}=...) takes True or False")
         if self.clock is not None and not callable(self.clock):
             raise ConfigurationError("ScoringRule(clock=...) takes a callable returning seconds")
 
@@ -323,6 +345,8 @@ class ScoringRule:
             scope=re.compile(fnmatch.translate(self.scope)) if self.scope is not None else None,
             attributes=tuple((self.attributes or {}).items()),
             score_errors=self.score_errors,
+            score_wrappers=self.score_wrappers,
+            tool_results_as_context=self.tool_results_as_context,
             rate_limiter=(TokenBucket(self.max_per_minute, clock=clock)
                           if self.max_per_minute is not None else None),
             budget=(HourlyBudget(self.max_tokens_per_hour, self.max_cost_per_hour, clock=clock)

@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import json
 import logging
 import math
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,6 +31,8 @@ from ._waits import JobWaits
 logger = logging.getLogger("tracescore")
 
 _MAX_EXPLANATION = 4_096
+# How a context scorer that found no context begins its reason (scorers/_base.py).
+_EMPTY_CONTEXT = "the context is empty"
 
 
 def label_for(score: float | None, threshold: float | None, higher_is_better: bool) -> str | None:
@@ -69,11 +73,15 @@ async def score(
     scorer = rule.scorer
     scorer_id = str(scorer.id)
     started = time.monotonic()
-    if request.content_missing is not None and request.input is None and request.output is None:
+    if request.content_missing is not None and not (
+            # a model turn that only called tools: its calls are still there to judge
+            scorer.uses_tool_calls and request.tool_calls):
         ran = ScorerOutcome(None, None, request.content_missing, None)
     else:
         try:
             kwargs = scorer_kwargs(request, scorer)
+            if rule.tool_results_as_context and "context" in kwargs:
+                kwargs["context"] = [*kwargs["context"], *tool_results(request)]
             for name, extract in rule.extractors.items():
                 kwargs[name] = extract(source, request.input)
         except asyncio.CancelledError:
@@ -82,6 +90,11 @@ async def score(
             ran = _failed(scorer_id, exc)
         else:
             ran = await _run_bounded(scorer_id, scorer, kwargs, job_timeout)
+            if (request.documents_missing and ran.score is None and ran.error_type is None
+                    and ran.explanation.startswith(_EMPTY_CONTEXT)
+                    and not kwargs.get("context")):
+                # "the context is empty" names the symptom; the request knows the cause
+                ran = dataclasses.replace(ran, explanation=request.documents_missing)
     label = None
     if ran.error_type is None:
         label = label_for(ran.score, rule.threshold, bool(scorer.higher_is_better))
@@ -107,6 +120,26 @@ async def score(
         result=ran.result,
         source=source,
     )
+
+
+def tool_results(request: ScoringRequest) -> list[str]:
+    """The results of the tool calls of ``request`` as context pieces, in call order: those
+    of the tool spans beneath the scored span, then the ``role="tool"`` messages of its input
+    (a model call's view of the tools it called). Failed calls and empty results give none."""
+    pieces: list[str] = []
+    for call in request.tool_calls:
+        result = call.get("result")
+        if result is not None and not call.get("error"):
+            text = result if isinstance(result, str) else json.dumps(result, default=str)
+            if text.strip():
+                pieces.append(text)
+    if isinstance(request.input, (list, tuple)):
+        for message in request.input:
+            if isinstance(message, Mapping) and message.get("role") == "tool":
+                text = message.get("content")
+                if isinstance(text, str) and text.strip() and text not in pieces:
+                    pieces.append(text)
+    return pieces
 
 
 def scorer_kwargs(request: ScoringRequest, scorer: Any) -> dict[str, Any]:

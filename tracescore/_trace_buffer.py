@@ -4,6 +4,11 @@ Context scorers judge the documents that the trace's retrieval spans returned; t
 judge the tool calls made under the scored span. Those spans end before the span they serve, so
 their documents and calls wait here, per trace, until the trace's local root ends.
 
+Spans also leave word for their ancestors (``pass_up``): which kinds ended beneath a span, and
+which model calls. A span ends after everything beneath it, so when it ends the buffer knows
+whether it wraps another span of its own kind (a framework's LLM span around the client
+library's, a workflow's agent span around the agent's) and which model calls made its turn.
+
 Bounded by traces, by bytes and by items per trace. What is evicted to stay within the bounds is
 counted by cause (``stats().trace_buffer_evictions``), never dropped silently: a context scorer
 that then finds no documents says so in its reason.
@@ -16,7 +21,7 @@ import sys
 import threading
 from collections import Counter, OrderedDict
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, NamedTuple
 
 DEFAULT_MAX_TRACES = 10_000
 DEFAULT_MAX_BYTES = 64 * 1024 * 1024
@@ -27,8 +32,40 @@ _MAX_SPANS_PER_TRACE = 10_000
 _SPAN_LINK_BYTES = 100
 
 
+class Beneath(NamedTuple):
+    """What ended beneath a span of the same trace before it ended (``TraceBuffer.beneath``).
+
+    Attributes:
+        kinds: the normalised kinds of the spans that ended beneath it (children, their
+            children, ...).
+        first_call: the model call beneath it that started first (the innermost span of that
+            call: see ``pass_up``), or None.
+        last_call: the model call beneath it that ended last, or None.
+    """
+
+    kinds: frozenset[str] = frozenset()
+    first_call: Any = None
+    last_call: Any = None
+
+
+NOTHING_BENEATH = Beneath()
+
+
+def _merge(old: Beneath | None, new: Beneath) -> Beneath:
+    if old is None:
+        return new
+    first, last = old.first_call, old.last_call
+    if new.first_call is not None and (
+            first is None or (new.first_call.start_time or 0) < (first.start_time or 0)):
+        first = new.first_call
+    if new.last_call is not None and (
+            last is None or (new.last_call.end_time or 0) >= (last.end_time or 0)):
+        last = new.last_call
+    return Beneath(old.kinds | new.kinds, first, last)
+
+
 class _Trace:
-    __slots__ = ("documents", "tool_calls", "parents", "size")
+    __slots__ = ("documents", "tool_calls", "parents", "beneath", "size")
 
     def __init__(self) -> None:
         # (start time, contents, size) and (start time, span id, call, size): the size counted
@@ -37,6 +74,8 @@ class _Trace:
         self.documents: list[tuple[int, tuple[str, ...], int]] = []
         self.tool_calls: list[tuple[int, int, Mapping[str, Any], int]] = []
         self.parents: dict[int, int | None] = {}
+        # span id -> what ended beneath that (still open) span
+        self.beneath: dict[int, Beneath] = {}
         self.size = 0
 
 
@@ -78,6 +117,10 @@ class TraceBuffer:
         size = sum(len(c) for c in contents) + 64
         with self._lock:
             trace = self._trace(trace_id)
+            if any(entry[1] == contents for entry in trace.documents):
+                # The same documents again: a retrieval span wrapping another that reported
+                # them (a framework's public method around its private one).
+                return
             if len(trace.documents) >= self.max_items:
                 self._shrink(trace, trace.documents.pop(0)[2])
                 self.evictions["items_per_trace"] += 1
@@ -107,6 +150,53 @@ class TraceBuffer:
                 self._shrink(trace, _SPAN_LINK_BYTES)
             trace.parents[span_id] = parent_id
             self._grow(trace, _SPAN_LINK_BYTES)
+            self._bound(keep=trace_id)
+
+    def beneath(self, trace_id: int, span_id: int) -> Beneath:
+        """What ended beneath a span that just ended (and is forgotten here once asked):
+        ``NOTHING_BENEATH`` when nothing did. See ``pass_up``."""
+        with self._lock:
+            trace = self._traces.get(trace_id)
+            below = trace.beneath.pop(span_id, None) if trace is not None else None
+            if below is None or trace is None:
+                return NOTHING_BENEATH
+            self._shrink(trace, _SPAN_LINK_BYTES)
+            return below
+
+    def pass_up(self, trace_id: int, parent_id: int, kind: str | None, below: Beneath,
+                span: Any = None) -> None:
+        """Leave word for a span's parent: the span's kind and what ended beneath it.
+
+        Spans end after their children, so the word reaches the parent's entry before the
+        parent ends. A model call is the innermost LLM span of a nest: an ``llm`` span that
+        wraps another passes the inner one up, so an agent finds the spans that carry the
+        messages sent and the text received.
+
+        Args:
+            trace_id: the span's trace id.
+            parent_id: its parent's span id (a remote parent's entry goes with the trace).
+            kind: the span's normalised kind, or None.
+            below: what ended beneath the span (``beneath``).
+            span: the ended span, remembered as a model call when ``kind`` is ``llm`` and it
+                wraps no other.
+        """
+        if kind is None and not below.kinds:
+            return
+        up = below
+        if kind is not None:
+            up = Beneath(below.kinds | {kind}, below.first_call, below.last_call)
+            if kind == "llm" and "llm" not in below.kinds and span is not None:
+                up = Beneath(up.kinds, span, span)
+        with self._lock:
+            trace = self._trace(trace_id)
+            old = trace.beneath.get(parent_id)
+            if old is None:
+                if len(trace.beneath) >= _MAX_SPANS_PER_TRACE:
+                    del trace.beneath[next(iter(trace.beneath))]
+                    self._shrink(trace, _SPAN_LINK_BYTES)
+                    self.evictions["items_per_trace"] += 1
+                self._grow(trace, _SPAN_LINK_BYTES)
+            trace.beneath[parent_id] = _merge(old, up)
             self._bound(keep=trace_id)
 
     def end_trace(self, trace_id: int) -> None:

@@ -9,10 +9,16 @@ the span:
   (a retrieval's documents, a tool call);
 - ``read(span, kind)``: the input, output and error to score, or why there is no content.
 
+A reader may also have ``refine(span, kind, beneath) -> kind`` (the kind once what ended
+beneath the span is known: ``_turns``), ``explicit = True`` (its spans are never wrappers:
+tracescore's own) and ``documents_hint`` (what its framework does not trace, for the reason a
+context scorer gives when a trace has no retrieval span).
+
 The scoring processor asks the registered readers in order and the first that accepts a span
-reads it: tracescore's own, then OpenInference, OpenLLMetry, the OTel GenAI conventions; the
-generic reader, last, accepts every span. Adding a source is one new module with
-one ``Reader`` class, registered with ``register()``.
+reads it: tracescore's own, then the frameworks' (pydantic-ai, the OpenAI Agents SDK,
+LlamaIndex, LangGraph, CrewAI, DSPy: each a narrower view of a general source), OpenInference,
+OpenLLMetry, the OTel GenAI conventions; the generic reader, last, accepts every span. Adding
+a source is one new module with one ``Reader`` class, registered with ``register()``.
 """
 
 from __future__ import annotations
@@ -20,10 +26,16 @@ from __future__ import annotations
 from typing import Any
 
 from ._base import Content, Reader, attributes_of, scope_name
+from .crewai import CrewAIReader
+from .dspy import DSPyReader
 from .genai import GenAIReader
 from .generic import GenericReader
+from .langchain import LangChainReader
+from .llama_index import LlamaIndexReader
+from .openai_agents import OpenAIAgentsReader
 from .openinference import OpenInferenceReader
 from .openllmetry import OpenLLMetryReader
+from .pydantic_ai import PydanticAIReader
 from .tracescore import TracescoreReader
 
 __all__ = ["Content", "Reader", "attributes_of", "reader_for", "register", "scope_name",
@@ -33,8 +45,10 @@ __all__ = ["Content", "Reader", "attributes_of", "reader_for", "register", "scop
 # OpenLLMetry before GenAI: traceloop's decorator spans may carry gen_ai.* too. Each accepts()
 # is one or two dictionary look-ups, so a span no reader wants (an HTTP or database-driver span)
 # costs a handful of look-ups and reaches the generic reader, whose kind is None.
-_readers: list[Reader] = [TracescoreReader(), OpenInferenceReader(), OpenLLMetryReader(),
-                          GenAIReader(), GenericReader()]
+_readers: list[Reader] = [TracescoreReader(), PydanticAIReader(), OpenAIAgentsReader(),
+                          LlamaIndexReader(), LangChainReader(), CrewAIReader(), DSPyReader(),
+                          OpenInferenceReader(), OpenLLMetryReader(), GenAIReader(),
+                          GenericReader()]
 
 
 def register(reader: Reader, *, first: bool = True) -> None:

@@ -16,13 +16,19 @@ class Content(NamedTuple):
         output: the operation's output; for a retrieval, the documents' contents.
         error: the operation's exception as ``"Type: message"`` when it failed.
         missing: why there is no content to score, when there is none (for example the
-            instrumentation's content capture is off, and which switch turns it on).
+            instrumentation's content capture is off, and which switch turns it on). A model
+            turn that only called tools has its input and ``tool_calls`` but no output, and
+            says so here: answer scorers report it not scorable, tool-call scorers judge it.
+        tool_calls: the tool calls the operation asked for itself (a model turn's requested
+            calls, each ``{"name", "arguments"}``), for tool-call scorers when no tool span
+            ran beneath the scored span.
     """
 
     input: Any = None
     output: Any = None
     error: str | None = None
     missing: str | None = None
+    tool_calls: tuple[Mapping[str, Any], ...] = ()
 
 
 @runtime_checkable

@@ -23,6 +23,7 @@ from .. import _semconv as sc
 from .._trace_buffer import TraceBuffer
 from . import _log_stash
 from ._base import Content, attributes_of, scope_name
+from ._turns import tool_only_reason
 from ._values import ABSENT, TRUNCATED_HINT, Truncated, error_of, json_value, text_value
 
 # gen_ai.operation.name -> normalised kind (README "Spans from other instrumentations").
@@ -88,8 +89,11 @@ class GenAIReader:
                         f"{sc.GEN_AI_RETRIEVAL_DOCUMENTS} (the conventions define only ids and "
                         "scores there; a producer must add a 'content' field)")
             else:
-                value_in, value_out = messages_content(span)
+                value_in, value_out, calls = messages_content(span)
                 what = f"{sc.GEN_AI_INPUT_MESSAGES} / {sc.GEN_AI_OUTPUT_MESSAGES}"
+                if calls and value_in is not ABSENT:
+                    return Content(value_in, None, error, tool_only_reason(span, calls),
+                                   tuple(calls))
         except Truncated as cut:
             return Content(error=error, missing=truncated_reason(span, cut))
         hint = CAPTURE_HINT
@@ -129,9 +133,11 @@ def truncated_reason(span: Any, cut: Truncated) -> str:
             f"the model never said: {TRUNCATED_HINT}")
 
 
-def messages_content(span: Any) -> tuple[Any, Any]:
-    """(input messages, output text) from the latest conventions' attributes, else from the
-    older conventions' span events; ``ABSENT`` for a side the span lacks.
+def messages_content(span: Any) -> tuple[Any, Any, list[dict[str, Any]]]:
+    """(input messages, output text, tool calls) from the latest conventions' attributes, else
+    from the older conventions' span events; ``ABSENT`` for a side the span lacks. When the
+    model's turn only asked for tools, the output is ``ABSENT`` and the calls (``{"name",
+    "arguments"}``) are returned; otherwise they are empty.
 
     Raises:
         Truncated: a message attribute was cut.
@@ -152,13 +158,83 @@ def messages_content(span: Any) -> tuple[Any, Any]:
                        else raw_out)
             if system is ABSENT:
                 system = logged.get(sc.GEN_AI_SYSTEM_INSTRUCTIONS, ABSENT)
+    # Parts typed "text" without their "content": the producer recorded the shape of the
+    # messages but not their text (its content switch is off). Nothing there to judge.
+    if withheld(raw_in):
+        raw_in = ABSENT
+    if withheld(raw_out):
+        raw_out = ABSENT if not requested_calls(raw_out) else raw_out
     value_in = ABSENT if raw_in is ABSENT else chat_messages(raw_in)
     if value_in is not ABSENT and system is not ABSENT:
         text = parts_text(system if isinstance(system, list) else [system])
         if text:
             value_in = [{"role": "system", "content": text}, *value_in]
-    value_out = ABSENT if raw_out is ABSENT else output_text(raw_out)
-    return value_in, value_out
+    calls = [] if raw_out is ABSENT else requested_calls(raw_out)
+    value_out = ABSENT if raw_out is ABSENT or calls else output_text(raw_out)
+    return value_in, value_out, calls
+
+
+def withheld(raw: Any) -> bool:
+    """True when GenAI message JSON has text parts without their ``content`` (recorded with
+    content capture off) and no text part with one."""
+    if not isinstance(raw, Sequence) or isinstance(raw, str):
+        return False
+    empty = False
+    for message in raw:
+        parts = message.get("parts") if isinstance(message, Mapping) else None
+        if not isinstance(parts, Sequence):
+            continue
+        for part in parts:
+            if isinstance(part, Mapping) and part.get("type") == "text":
+                if "content" in part:
+                    return False
+                empty = True
+    return empty
+
+
+def requested_calls(raw: Any) -> list[dict[str, Any]]:
+    """The tool calls of the first output message when it carries no text (a turn that only
+    called tools), as ``{"name", "arguments"}``; empty otherwise."""
+    if not isinstance(raw, Sequence) or isinstance(raw, str) or not raw:
+        return []
+    first = raw[0]
+    if not isinstance(first, Mapping):
+        return []
+    calls: list[dict[str, Any]] = []
+    parts = first.get("parts")
+    if isinstance(parts, Sequence):
+        for part in parts:
+            if not isinstance(part, Mapping):
+                continue
+            if part.get("type") == "text" and str(part.get("content") or "").strip():
+                return []
+            if part.get("type") == "tool_call":
+                calls.append({"name": str(part.get("name", "")),
+                              "arguments": _arguments(part.get("arguments"))})
+        return calls
+    message = first.get("message", first)  # older shapes: choice events
+    if not isinstance(message, Mapping):
+        return []
+    text = message.get("content")
+    if isinstance(text, str) and text.strip():
+        return []
+    for raw_call in message.get("tool_calls") or []:
+        if isinstance(raw_call, Mapping):
+            function = raw_call.get("function", raw_call)
+            if isinstance(function, Mapping):
+                calls.append({"name": str(function.get("name", "")),
+                              "arguments": _arguments(function.get("arguments"))})
+    return calls
+
+
+def _arguments(value: Any) -> Any:
+    """Tool-call arguments, decoded when they are a JSON string."""
+    if isinstance(value, str):
+        try:
+            return json.loads(value)
+        except ValueError:
+            return value
+    return value
 
 
 def chat_messages(raw: Any) -> list[dict[str, Any]]:
@@ -220,7 +296,9 @@ def parts_text(parts: Sequence[Any]) -> str:
             arguments = json.dumps(part.get("arguments"), default=str)
             calls.append(f"{part.get('name', '')}({arguments})")
         elif kind == "tool_call_response":
-            texts.append(json.dumps(part.get("response"), default=str))
+            # "response" in the conventions; pydantic-ai writes "result"
+            result = part.get("response", part.get("result"))
+            texts.append(result if isinstance(result, str) else json.dumps(result, default=str))
     if texts:
         return "\n".join(texts)
     return "\n".join(calls)

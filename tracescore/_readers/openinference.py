@@ -10,12 +10,15 @@ default; ``OPENINFERENCE_HIDE_*`` replace values with ``__REDACTED__``.
 
 from __future__ import annotations
 
+import contextlib
+import json
 from collections.abc import Mapping
 from typing import Any
 
 from .. import _semconv as sc
-from .._trace_buffer import TraceBuffer
+from .._trace_buffer import Beneath, TraceBuffer
 from ._base import Content, attributes_of
+from ._turns import looks_like_repr, repr_reason, tool_only_reason
 from ._values import ABSENT, Truncated, error_of, json_value, text_value, unwrap
 from .genai import complete, observe_documents, observe_tool_call, truncated_reason
 
@@ -61,6 +64,15 @@ class OpenInferenceReader:
                 return "agent"
         return kind
 
+    def refine(self, span: Any, kind: str | None, beneath: Beneath) -> str | None:
+        """A root CHAIN is taken for the agent's turn only when a model call ended beneath
+        it: a root without one is the framework's own work (building an index, ingesting,
+        embedding a batch), with no answer to judge."""
+        if (kind == "agent" and "llm" not in beneath.kinds
+                and attributes_of(span).get(sc.OPENINFERENCE_SPAN_KIND) == sc.OI_CHAIN):
+            return None
+        return kind
+
     def observe(self, span: Any, kind: str | None, buffer: TraceBuffer) -> None:
         if kind == "retrieval":
             observe_documents(span, buffer, documents(attributes_of(span)))
@@ -89,9 +101,17 @@ class OpenInferenceReader:
                 messages = _messages(attrs, sc.LLM_INPUT_MESSAGES)
                 if messages:
                     value_in = messages
+                elif value_in is not ABSENT:
+                    value_in = unwrap(value_in)  # {"prompt": ...}: the prompt
                 answer = _messages(attrs, sc.LLM_OUTPUT_MESSAGES)
-                if answer:
-                    value_out = answer[0]["content"]
+                text = answer[0]["content"] if answer else ABSENT
+                if text is ABSENT or (isinstance(text, str) and not text.strip()):
+                    calls = tool_calls(attrs, f"{sc.LLM_OUTPUT_MESSAGES}.0.message.")
+                    if calls and value_in is not ABSENT:
+                        return Content(value_in, None, error, tool_only_reason(span, calls),
+                                       tuple(calls))
+                if text is not ABSENT:
+                    value_out = text
                 what = f"{sc.LLM_INPUT_MESSAGES} / {sc.LLM_OUTPUT_MESSAGES} or {what}"
             elif kind == "retrieval":
                 docs = documents(attrs)
@@ -102,8 +122,15 @@ class OpenInferenceReader:
                 value_out = unwrap(value_out) if value_out is not ABSENT else ABSENT
         except Truncated as cut:
             return Content(error=error, missing=truncated_reason(span, cut))
-        return complete(span, value_in, value_out, error, what, HIDE_HINT,
+        for side, key, value in (("input", sc.INPUT_VALUE, value_in),
+                                 ("output", sc.OUTPUT_VALUE, value_out)):
+            if looks_like_repr(value):
+                return Content(error=error, missing=repr_reason(span, side, key, value))
+        return complete(span, value_in, value_out, error, what, self.hint,
                         output_optional=error is not None)
+
+    #: what turns content on (the end of a not-scorable reason)
+    hint = HIDE_HINT
 
 
 def documents(attrs: Mapping[str, Any]) -> tuple[str, ...]:
@@ -121,6 +148,23 @@ def documents(attrs: Mapping[str, Any]) -> tuple[str, ...]:
                 continue
             found.append(content)
     return tuple(found)
+
+
+def tool_calls(attrs: Mapping[str, Any], base: str) -> list[dict[str, Any]]:
+    """A flattened message's ``{base}tool_calls.{j}.tool_call.function.{name,arguments}`` as
+    ``{"name", "arguments"}`` (arguments decoded when they are JSON)."""
+    calls = []
+    for j in range(_MAX_ITEMS):
+        prefix = f"{base}tool_calls.{j}.tool_call.function."
+        name = attrs.get(prefix + "name", ABSENT)
+        if name is ABSENT:
+            break
+        arguments = attrs.get(prefix + "arguments")
+        if isinstance(arguments, str):
+            with contextlib.suppress(ValueError):
+                arguments = json.loads(arguments)
+        calls.append({"name": str(name), "arguments": arguments})
+    return calls
 
 
 def _value(attrs: Mapping[str, Any], key: str) -> Any:

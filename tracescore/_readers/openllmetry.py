@@ -18,12 +18,15 @@ Content is recorded by default (``TRACELOOP_TRACE_CONTENT``, default ``true``).
 
 from __future__ import annotations
 
+import contextlib
+import json
 from collections.abc import Mapping
 from typing import Any
 
 from .. import _semconv as sc
 from .._trace_buffer import TraceBuffer
 from ._base import Content, attributes_of, scope_name
+from ._turns import tool_only_reason
 from ._values import ABSENT, Truncated, error_of, json_value, text_value
 from .genai import (
     chat_messages,
@@ -120,11 +123,14 @@ class OpenLLMetryReader:
                     return Content(None, value_out, error)
                 what = f"{sc.DB_QUERY_RESULT_DOCUMENT} on {sc.DB_QUERY_RESULT_EVENT} events"
             else:
-                value_in, value_out = _indexed_messages(attrs)
-                if value_in is ABSENT or value_out is ABSENT:
-                    new_in, new_out = messages_content(span)
+                value_in, value_out, calls = _indexed_messages(attrs)
+                if value_in is ABSENT or (value_out is ABSENT and not calls):
+                    new_in, new_out, calls = messages_content(span)
                     value_in = new_in if value_in is ABSENT else value_in
                     value_out = new_out if value_out is ABSENT else value_out
+                if calls and value_in is not ABSENT and value_out is ABSENT:
+                    return Content(value_in, None, error, tool_only_reason(span, calls),
+                                   tuple(calls))
                 what = (f"{sc.GEN_AI_PROMPT}.N.content / {sc.GEN_AI_COMPLETION}.N.content or "
                         f"{sc.GEN_AI_INPUT_MESSAGES} / {sc.GEN_AI_OUTPUT_MESSAGES}")
         except Truncated as cut:
@@ -171,9 +177,11 @@ def _arguments(value: Any) -> Any:
     return value
 
 
-def _indexed_messages(attrs: Mapping[str, Any]) -> tuple[Any, Any]:
+def _indexed_messages(attrs: Mapping[str, Any]) -> tuple[Any, Any, list[dict[str, Any]]]:
     """Older releases' ``gen_ai.prompt.{i}.*`` messages and the first
-    ``gen_ai.completion.{i}.content``; ``ABSENT`` for a side the span lacks.
+    ``gen_ai.completion.{i}.content``; ``ABSENT`` for a side the span lacks. A completion
+    without content whose ``gen_ai.completion.0.tool_calls.{j}.*`` are set is a turn that only
+    called tools: its calls come third.
 
     Raises:
         Truncated: a message was cut.
@@ -190,4 +198,17 @@ def _indexed_messages(attrs: Mapping[str, Any]) -> tuple[Any, Any]:
                              "content": content})
     value_in: Any = chat_messages(messages) if messages else ABSENT
     value_out = text_value(attrs, f"{sc.GEN_AI_COMPLETION}.0.content")
-    return value_in, value_out
+    calls: list[dict[str, Any]] = []
+    if value_out is ABSENT or (isinstance(value_out, str) and not value_out.strip()):
+        for j in range(1_000):
+            base = f"{sc.GEN_AI_COMPLETION}.0.tool_calls.{j}."
+            name = attrs.get(base + "name", ABSENT)
+            if name is ABSENT:
+                break
+            arguments = attrs.get(base + "arguments")
+            with contextlib.suppress(ValueError):
+                arguments = json.loads(arguments) if isinstance(arguments, str) else arguments
+            calls.append({"name": str(name), "arguments": arguments})
+        if calls:
+            value_out = ABSENT
+    return value_in, value_out, calls

@@ -18,6 +18,7 @@ class TracescoreReader:
 
     name = "tracescore"
     volatile = True
+    explicit = True  # a span someone decorated is always judged, whatever it wraps
 
     def accepts(self, span: Any) -> bool:
         # The attribute also marks spans made with tracescore's conventions by other tracers.
