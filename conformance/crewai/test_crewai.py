@@ -14,11 +14,12 @@ from __future__ import annotations
 
 import os
 
-import tracescore
 from checks import TOOL_ONLY, Echo, kinds, scored
 from model_server import API_KEY, ModelServer
 from openinference.instrumentation.crewai import CrewAIInstrumentor
 from openinference.instrumentation.openai import OpenAIInstrumentor
+
+import tracescore
 from tracescore.scorers import create_faithfulness_scorer, create_tool_call_accuracy_scorer_code
 from tracescore.testing import CaptureScores
 

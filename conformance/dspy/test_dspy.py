@@ -15,11 +15,12 @@ from __future__ import annotations
 from typing import Any
 
 import dspy
-import tracescore
 from checks import Echo, kinds, scored
 from model_server import API_KEY, ModelServer, Turn
 from openinference.instrumentation.dspy import DSPyInstrumentor
 from openinference.instrumentation.litellm import LiteLLMInstrumentor
+
+import tracescore
 from tracescore.scorers import create_answer_relevancy_scorer, create_faithfulness_scorer
 from tracescore.testing import CaptureScores
 

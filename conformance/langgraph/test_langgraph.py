@@ -12,7 +12,6 @@ contains "agent" would be marked ``AGENT``) > ``ChatOpenAI`` (``LLM``), ``retrie
 
 from __future__ import annotations
 
-import tracescore
 from checks import TOOL_ONLY, Echo, kinds, scored
 from langchain_core.tools import tool
 from langchain_core.vectorstores import InMemoryVectorStore
@@ -21,6 +20,8 @@ from langgraph.graph import START, MessagesState, StateGraph
 from langgraph.prebuilt import ToolNode, tools_condition
 from model_server import API_KEY, ModelServer
 from openinference.instrumentation.langchain import LangChainInstrumentor
+
+import tracescore
 from tracescore.scorers import create_faithfulness_scorer, create_tool_call_accuracy_scorer_code
 from tracescore.testing import CaptureScores
 

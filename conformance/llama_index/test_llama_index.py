@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import asyncio
 
-import tracescore
 from checks import TOOL_ONLY, Echo, kinds, scored
 from llama_index.core import Document, Settings, VectorStoreIndex
 from llama_index.core.agent.workflow import FunctionAgent
@@ -25,6 +24,8 @@ from llama_index.embeddings.openai import OpenAIEmbedding
 from llama_index.llms.openai import OpenAI
 from model_server import API_KEY, ModelServer
 from openinference.instrumentation.llama_index import LlamaIndexInstrumentor
+
+import tracescore
 from tracescore.scorers import (
     create_answer_relevancy_scorer,
     create_faithfulness_scorer,

@@ -11,12 +11,13 @@ Spans per run: ``Agent workflow`` (``AGENT``, the root) > ``Agent workflow`` (``
 
 from __future__ import annotations
 
-import tracescore
 from agents import Agent, OpenAIChatCompletionsModel, Runner, function_tool
 from checks import TOOL_ONLY, Echo, kinds, scored
 from model_server import API_KEY, ModelServer
 from openai import AsyncOpenAI
 from openinference.instrumentation.openai_agents import OpenAIAgentsInstrumentor
+
+import tracescore
 from tracescore.scorers import (
     create_answer_relevancy_scorer,
     create_faithfulness_scorer,

@@ -46,7 +46,15 @@ class DSPyReader(OpenInferenceReader):
         content = super().read(span, kind)
         if content.output is None:
             return content
-        return content._replace(output=answer_fields(content.output))
+        raw = attributes_of(span).get(sc.OUTPUT_VALUE)
+        output = answer_fields(raw if kind != "llm" and isinstance(raw, str) else content.output)
+        if isinstance(output, Mapping) and output and set(output) <= {*_THOUGHTS, "completed"}:
+            return Content(error=content.error, missing=(
+                f"not scorable: span {getattr(span, 'name', '')!r} (instrumentation {SCOPE!r}) "
+                f"carries only the chain of thought ({', '.join(sorted(output))}) in "
+                f"{sc.OUTPUT_VALUE} or the completion, no output field of the signature: "
+                "there is no answer to judge"))
+        return content._replace(output=output)
 
 
 def answer_fields(value: Any) -> Any:
@@ -72,7 +80,7 @@ def answer_fields(value: Any) -> Any:
         (only,) = kept.values()
         if isinstance(only, str):
             return only
-    return kept if kept else value
+    return kept if kept else value  # only thoughts: the caller says there is no answer
 
 
 def _fields(text: str) -> dict[str, str] | None:

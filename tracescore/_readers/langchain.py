@@ -63,6 +63,17 @@ class LangChainReader(OpenInferenceReader):
         except Truncated as cut:
             return Content(error=error, missing=truncated_reason(span, cut))
         if not (_is_state(value_in) or _is_state(value_out)):
+            if _graph_root(span) and isinstance(value_out, Mapping) and not (
+                    len(value_out) == 1 and isinstance(next(iter(value_out.values())), str)):
+                # A graph whose state has no "messages": which field is the answer is the
+                # app's to say, not ours to guess (a custom extractor reads the raw state).
+                return Content(error=error, missing=(
+                    f"not scorable: span {getattr(span, 'name', '')!r} (instrumentation "
+                    f"{SCOPE!r}) is a LangGraph run whose state in {sc.OUTPUT_VALUE} has no "
+                    f"'messages' list (found keys: {', '.join(sorted(map(str, value_out)))[:200]}):"
+                    " no answer to read; decorate the function that invokes the graph with "
+                    "@tracescore.agent (its question and return value are judged), or keep "
+                    "the answer in 'messages'"))
             return super().read(span, kind)
         question = last_user_text(state_messages(value_in)) if _is_state(value_in) else None
         if question is None and value_in is not ABSENT and not _is_state(value_in):
@@ -87,6 +98,11 @@ class LangChainReader(OpenInferenceReader):
 def _graph_node(span: Any) -> bool:
     metadata = attributes_of(span).get(sc.OI_METADATA)
     return isinstance(metadata, str) and '"langgraph_node"' in metadata
+
+
+def _graph_root(span: Any) -> bool:
+    metadata = attributes_of(span).get(sc.OI_METADATA)
+    return isinstance(metadata, str) and '"langgraph"' in metadata and not _graph_node(span)
 
 
 def _is_state(value: Any) -> bool:
