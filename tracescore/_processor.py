@@ -442,7 +442,7 @@ class ScoringSpanProcessor(SpanProcessor):
         documents, tool_calls, beneath = context
         if content is None:
             content = reader.read(span, kind)
-        content = finish(span, kind, content, beneath)
+        content = finish(span, kind, content, beneath, reader_for)
         if not tool_calls and content.tool_calls:
             tool_calls = content.tool_calls  # a model turn's requested calls
         status = span.status.status_code

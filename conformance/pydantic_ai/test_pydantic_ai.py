@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import pytest
 from checks import TOOL_ONLY, Echo, kinds, scored
 from model_server import API_KEY, ModelServer
 from pydantic_ai import Agent
@@ -115,14 +114,3 @@ def test_content_off_is_not_scorable_with_pydantic_ais_own_switch(
         # the turn that asked for the tool still shows its call (names are not content)
         assert "include_content" in reason or TOOL_ONLY in reason, reason
         assert "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT" not in reason
-
-
-@pytest.mark.parametrize("rule_on", ["agent", "llm"])
-def test_scores_are_attached_to_the_spans_they_judge(
-        model: ModelServer, capture: CaptureScores, echo: Echo, rule_on: str) -> None:
-    capture.configure(scoring=[tracescore.ScoringRule(scorer=echo.scorer(), on=rule_on)])
-    run_app(model, capture)
-    for span, _ in scored(capture):
-        assert span.instrumentation_scope.name == "pydantic-ai"
-        assert span.attributes["gen_ai.operation.name"] == (
-            "invoke_agent" if rule_on == "agent" else "chat")

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NamedTuple
 
 from .._trace_buffer import NOTHING_BENEATH, Beneath, TraceBuffer
@@ -85,9 +85,11 @@ def route(reader: Reader, span: Any, buffer: TraceBuffer | None, *,
     return Routed(kind, wrapper, beneath)
 
 
-def finish(span: Any, kind: str | None, content: Content, beneath: Beneath) -> Content:
+def finish(span: Any, kind: str | None, content: Content, beneath: Beneath,
+           reader_for: Callable[[Any], Reader]) -> Content:
     """``content`` completed from the trace: an agent span without content of its own is read
-    from the model calls beneath it (see the module docstring)."""
+    from the model calls beneath it (see the module docstring); ``reader_for`` finds their
+    readers (the registry's)."""
     if kind != "agent" or content.missing is None or content.input is not None \
             or content.output is not None:
         return content
@@ -96,8 +98,6 @@ def finish(span: Any, kind: str | None, content: Content, beneath: Beneath) -> C
         return content._replace(missing=(
             f"{content.missing}; and no model call (LLM span) ended beneath it to read the "
             "turn from"))
-    from . import reader_for  # the registry imports this module
-
     opened = reader_for(first).read(first, "llm")
     question = last_user_text(opened.input)
     closed = opened if last is first else reader_for(last).read(last, "llm")
