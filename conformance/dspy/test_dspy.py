@@ -111,6 +111,6 @@ def test_a_search_marked_as_retrieval_gives_faithfulness_exactly_its_passages(
         tracescore.ScoringRule(scorer=create_faithfulness_scorer(), on="agent")])
     run_app(model, capture, traced_search=True)
     assert [s.name for s, _ in scored(capture, "echo")] == ["RAG.forward"], kinds(capture)
-    assert echo.seen[0]["context"] == RETRIEVED
+    assert (echo.seen[0]["output"], echo.seen[0]["context"]) == (ANSWER, RETRIEVED)
     (_, faithfulness), = scored(capture, "faithfulness")
     assert faithfulness["gen_ai.evaluation.score.value"] == 1.0
