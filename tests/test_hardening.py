@@ -1278,11 +1278,26 @@ def test_reconfigure_while_threads_hammer_loses_and_duplicates_nothing() -> None
     def answer(i: int) -> str:
         return "x"
 
+    # Each reconfiguration lets the four threads make another BATCH spans, which they start
+    # at full speed as configure() begins: every swap happens with spans ending around it, and
+    # the run makes 3,000 spans (left to run freely, the threads made 90,000 on a busy machine
+    # and the test took 40 s).
+    batch = 500
     stop = threading.Event()
     counts = [0] * 4
+    allowed = [0]
+    started = [0]
+    turn = threading.Condition()
 
     def hammer(slot: int) -> None:
-        while not stop.is_set():
+        while True:
+            with turn:
+                turn.wait_for(lambda: started[0] < allowed[0] or stop.is_set())
+                if started[0] >= allowed[0]:
+                    return
+                started[0] += 1
+                if started[0] == allowed[0]:
+                    turn.notify_all()
             answer(slot)
             counts[slot] += 1
 
@@ -1291,15 +1306,20 @@ def test_reconfigure_while_threads_hammer_loses_and_duplicates_nothing() -> None
         t.start()
     try:
         for _ in range(6):
+            with turn:
+                allowed[0] += batch
+                turn.notify_all()
             _, exp = memory_configure(scoring=[rule(ProbeScorer(), sample_rate=0.5)])
             exporters.append(exp)
-            threading.Event().wait(0.02)
+            with turn:
+                assert turn.wait_for(lambda: started[0] >= allowed[0], timeout=scaled(60))
     finally:
-        stop.set()
+        with turn:
+            stop.set()
+            turn.notify_all()
         for t in threads:
             t.join()
-    # Four threads spanning through six reconfigurations leave thousands of spans: on a busy
-    # machine their flush needs more than a quiet machine's 5 s.
+    assert sum(counts) == 6 * batch
     assert tracescore.force_flush(int(scaled(5000)))
     name = "invoke_agent " + answer.__qualname__
     ids = collections.Counter((s.context.trace_id, s.context.span_id)

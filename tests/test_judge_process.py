@@ -55,6 +55,42 @@ def test_scores_through_the_child_process(judge_server: JudgeServer) -> None:
     assert child.alive() and child._proc.pid != os.getpid()
 
 
+@pytest.mark.parametrize(
+    ("reply", "error_type"),
+    [(JudgeServer.Reply(status=429), "rate_limited"),
+     (JudgeServer.Reply(status=500), "judge_unavailable"),
+     (JudgeServer.Reply(status=401), "judge_error"),
+     ("not json", "invalid_judge_output")],
+)
+def test_errors_keep_their_classification(judge_server: JudgeServer, reply: Any,
+                                          error_type: str) -> None:
+    judge_server.route("answer_relevancy_statements", reply)
+    with pytest.raises(tracescore.ScoringError) as info:
+        create_answer_relevancy_scorer(model=remote_judge(judge_server)).run(
+            input="q?", output="An answer.")
+    assert info.value.error_type == error_type
+
+
+def test_online_scoring_with_an_out_of_process_judge(judge_server: JudgeServer) -> None:
+    script(judge_server)
+    _, exp = memory_configure(
+        judge=remote_judge(judge_server),
+        scoring=[tracescore.ScoringRule(scorer=create_answer_relevancy_scorer())],
+    )
+
+    @tracescore.agent
+    def answer(q: str) -> str:
+        return "Paris is the capital. Bananas are yellow."
+
+    for i in range(3):
+        answer(f"What is the capital of France? ({i})")
+    spans = finished(exp, timeout_millis=30_000)
+    assert [eval_events(s)[0]["gen_ai.evaluation.score.value"] for s in spans] == [0.5] * 3
+
+
+# The two tests below close the shared child on purpose and start a fresh one. They come after
+# the tests that share it, so that the child imports litellm (seconds; tens of seconds on a busy
+# machine) once before them rather than again after each restart.
 def test_child_start_up_does_not_count_against_the_call_timeout(
     judge_server: JudgeServer,
 ) -> None:
@@ -88,39 +124,6 @@ def test_configure_starts_the_child_ahead_of_the_first_score(judge_server: Judge
         time.sleep(0.05)
     else:
         pytest.fail("configure() did not start the judge process")
-
-
-@pytest.mark.parametrize(
-    ("reply", "error_type"),
-    [(JudgeServer.Reply(status=429), "rate_limited"),
-     (JudgeServer.Reply(status=500), "judge_unavailable"),
-     (JudgeServer.Reply(status=401), "judge_error"),
-     ("not json", "invalid_judge_output")],
-)
-def test_errors_keep_their_classification(judge_server: JudgeServer, reply: Any,
-                                          error_type: str) -> None:
-    judge_server.route("answer_relevancy_statements", reply)
-    with pytest.raises(tracescore.ScoringError) as info:
-        create_answer_relevancy_scorer(model=remote_judge(judge_server)).run(
-            input="q?", output="An answer.")
-    assert info.value.error_type == error_type
-
-
-def test_online_scoring_with_an_out_of_process_judge(judge_server: JudgeServer) -> None:
-    script(judge_server)
-    _, exp = memory_configure(
-        judge=remote_judge(judge_server),
-        scoring=[tracescore.ScoringRule(scorer=create_answer_relevancy_scorer())],
-    )
-
-    @tracescore.agent
-    def answer(q: str) -> str:
-        return "Paris is the capital. Bananas are yellow."
-
-    for i in range(3):
-        answer(f"What is the capital of France? ({i})")
-    spans = finished(exp, timeout_millis=30_000)
-    assert [eval_events(s)[0]["gen_ai.evaluation.score.value"] for s in spans] == [0.5] * 3
 
 
 def test_env_turns_it_on(monkeypatch: pytest.MonkeyPatch) -> None:
