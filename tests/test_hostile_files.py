@@ -125,3 +125,34 @@ def test_progress_off_a_terminal_is_a_line_every_few_seconds() -> None:
     assert quiet.getvalue() == ""  # a short run prints nothing
     # Off a terminal (pytest captures stderr), the default is the line form.
     assert isinstance(_progress.progress_bar(None, 10, "x"), _progress.LineProgress)
+
+
+def test_a_long_run_keeps_bounded_results_and_counts_every_item(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from tracescore import _evals_run
+
+    monkeypatch.setattr(_evals_run, "KEPT_RESULTS", 50)
+    path = tmp_path / "long.jsonl"
+    rows = [{"input": f"answer {i}", "ground_truth": "answer 1" if i % 2 else f"answer {i}"}
+            for i in range(120)]
+    path.write_text("\n".join(json.dumps(r) for r in rows) + "\n", encoding="utf-8")
+
+    def target(value: str) -> str:
+        if value == "answer 100":
+            raise RuntimeError("boom")
+        return value
+
+    scorer = tracescore.scorers.create_content_similarity_scorer()
+    result = tracescore.run_evals(data=str(path), scorers=[scorer], target=target,
+                                  progress=False, concurrency=4)
+    # Full results for the first 50 items only; every item counted in the summary.
+    assert [r.item.index for r in result.items] == list(range(50))
+    assert result.summary["total_items"] == 120
+    assert result.summary["items_listed"] == 50
+    expected = [scorer.run(input=r["input"], output=r["input"],
+                           ground_truth=r["ground_truth"]).score
+                for i, r in enumerate(rows) if i != 100]
+    summary = result.scorers[scorer.id]
+    assert summary.scored == 119 and summary.skipped == 1
+    assert summary.mean == pytest.approx(sum(expected) / len(expected), abs=1e-12)
+    assert any("the target raised on 1 of 120 item(s)" in r for r in result.reasons)

@@ -67,7 +67,8 @@ def add_calibrate_parser(commands: Any) -> None:
                      help="write a self-contained HTML report: confusion matrix, the judge's "
                      "score distribution per human label with the threshold, disagreements")
     cal.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
-                     help="progress bar on stderr (default: when stderr is a terminal)")
+                     help="progress on stderr (default: a bar on a terminal, elsewhere a "
+                          "line every 5 s)")
 
 
 def run_calibrate(args: argparse.Namespace) -> int:

@@ -95,7 +95,7 @@ def _parser() -> argparse.ArgumentParser:
         "--progress",
         action=argparse.BooleanOptionalAction,
         default=None,
-        help="progress bar on stderr (default: when stderr is a terminal)",
+        help="progress on stderr (default: a bar on a terminal, elsewhere a line every 5 s)",
     )
     ev.add_argument(
         "--trace",

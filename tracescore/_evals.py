@@ -156,17 +156,18 @@ async def arun_evals(
             root.end()
 
     results = [run.results[i] for i in sorted(run.results)]
+    tally = run.tally
     trace_id = None
     try:
-        summaries = [summarise(spec, results) for spec in specs]
-        verdict, reasons = decide_verdict(summaries, results)
+        summaries = [summarise(spec, tally) for spec in specs]
+        verdict, reasons = decide_verdict(summaries, tally)
         duration = time.perf_counter() - started
-        target_errors = sum(1 for r in results if r.error is not None)
+        target_errors = sum(tally.target_errors.values())
         if root is not None:
             for s in summaries:
                 if s.mean is not None:
                     root.set_attribute(sc.TRACESCORE_EXPERIMENT_SCORE_PREFIX + s.scorer_id, s.mean)
-            root.set_attribute(sc.TRACESCORE_EXPERIMENT_ITEMS, len(results))
+            root.set_attribute(sc.TRACESCORE_EXPERIMENT_ITEMS, tally.total)
             root.set_attribute(sc.TRACESCORE_EXPERIMENT_VERDICT, verdict)
             root.set_attribute(sc.TRACESCORE_EXPERIMENT_TARGET_ERRORS, target_errors)
             trace_id = f"{root.get_span_context().trace_id:032x}"
@@ -176,7 +177,8 @@ async def arun_evals(
     return EvalResult(
         scores={s.scorer_id: s.mean for s in summaries},
         summary={
-            "total_items": len(results),
+            "total_items": tally.total,
+            **({"items_listed": len(results)} if len(results) < tally.total else {}),
             "target_errors": target_errors,
             "duration_seconds": duration,
             "scorers": {s.scorer_id: s.as_dict() for s in summaries},

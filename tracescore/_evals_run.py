@@ -22,7 +22,7 @@ from . import _semconv as sc
 from . import _state
 from ._evals_data import EvalItem
 from ._evals_results import EvalItemResult, ItemScore, ItemStatus, TargetError
-from ._evals_specs import ScorerSpec
+from ._evals_specs import RunTally, ScorerSpec
 from ._fingerprint import evaluator_version
 from ._request import ScoringRequest
 from ._scoring import ScorerOutcome, evaluation_attributes, label_for, run_scorer, scorer_kwargs
@@ -31,6 +31,9 @@ from ._serialize import to_json
 # Every item is evaluated: the sample rate stamped on eval events (so that aggregates over
 # online and eval scores re-weight correctly) is 1.
 _EVAL_SAMPLE_RATE = 1.0
+# Items whose full result (input, output, every score) a run keeps for its result and reports;
+# past it only their outcomes are counted (``RunTally``), so memory stays bounded.
+KEPT_RESULTS = 10_000
 
 
 def _join(items: list[Any]) -> Any:
@@ -83,8 +86,11 @@ class EvalRun:
         self.capture = _state.capture_content
         self.max_length = _state.max_content_length
         self.pool: ThreadPoolExecutor | None = None
-        # By item index: items finish in any order; the report lists them in data order.
+        # By item index: items finish in any order; the report lists them in data order. A
+        # run over a file of millions of rows keeps the first ``KEPT_RESULTS`` in full and
+        # every item's outcome in ``tally`` (bounded memory).
         self.results: dict[int, EvalItemResult] = {}
+        self.tally = RunTally(specs)
 
     async def call_target(self, value: Any) -> Any:
         if self.target_is_async:
@@ -237,7 +243,9 @@ class EvalRun:
             # workers cannot take the same item.
             for item in order:
                 result = await self.run_item(item, parent)
-                self.results[item.index] = result
+                self.tally.add(result)
+                if item.index < KEPT_RESULTS:
+                    self.results[item.index] = result
                 await self.notify(result)
                 if bar is not None:
                     if result.error is not None or any(

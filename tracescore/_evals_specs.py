@@ -156,21 +156,98 @@ def _fmt(value: float) -> str:
     return f"{value:.4g}"
 
 
-def summarise(spec: ScorerSpec, results: list[EvalItemResult]) -> ScorerSummary:
-    outcomes = [r.scores[spec.id] for r in results]
-    values = [o.score for o in outcomes if o.status == "scored" and o.score is not None]
-    counts = Counter(o.status for o in outcomes)
-    error_types = Counter(o.error_type or "scorer_error" for o in outcomes if o.status == "error")
-    # fsum: exactly rounded, so the mean does not depend on the order items finished in.
-    mean = math.fsum(values) / len(values) if values else None
+def _add_exact(partials: list[float], x: float) -> None:
+    """Add ``x`` to the non-overlapping partial sums ``partials`` (Shewchuk's algorithm, the
+    one ``math.fsum`` uses): ``math.fsum(partials)`` is then the exactly rounded sum of every
+    value added, in any order, in a few floats of memory."""
+    i = 0
+    for y in partials:
+        if abs(x) < abs(y):
+            x, y = y, x
+        hi = x + y
+        lo = y - (hi - x)
+        if lo:
+            partials[i] = lo
+            i += 1
+        x = hi
+    partials[i:] = [x]
+
+
+class ScorerTally:
+    """One scorer's outcomes over a run, in bounded memory: counts by status and error type,
+    the exact sum of the scores, and the first error (or not-scorable outcome) in data order."""
+
+    def __init__(self) -> None:
+        self.outcomes = 0
+        self.values = 0
+        self.partials: list[float] = []
+        self.counts: Counter[str] = Counter()
+        self.error_types: Counter[str] = Counter()
+        self.first_error: tuple[int, Any] | None = None
+        self.first_other: tuple[int, Any] | None = None
+
+    def add(self, index: int, outcome: Any) -> None:
+        self.outcomes += 1
+        self.counts[outcome.status] += 1
+        if outcome.status == "scored" and outcome.score is not None:
+            self.values += 1
+            _add_exact(self.partials, float(outcome.score))
+        if outcome.status == "error":
+            self.error_types[outcome.error_type or "scorer_error"] += 1
+            if self.first_error is None or index < self.first_error[0]:
+                self.first_error = (index, outcome)
+        elif outcome.status != "scored" and (self.first_other is None
+                                             or index < self.first_other[0]):
+            self.first_other = (index, outcome)
+
+    @property
+    def mean(self) -> float | None:
+        # fsum: exactly rounded, so the mean does not depend on the order items finished in.
+        return math.fsum(self.partials) / self.values if self.values else None
+
+
+class RunTally:
+    """Every item's outcome over a run, in bounded memory (a run over a file of millions of
+    rows keeps the items it lists in its report, not all of them): items, target errors by
+    type, and a ``ScorerTally`` per scorer id."""
+
+    def __init__(self, specs: list[ScorerSpec]) -> None:
+        self.total = 0
+        self.target_errors: Counter[str] = Counter()
+        self.scorers = {spec.id: ScorerTally() for spec in specs}
+
+    def add(self, result: EvalItemResult) -> None:
+        self.total += 1
+        if result.error is not None:
+            self.target_errors[result.error.type] += 1
+        for scorer_id, tally in self.scorers.items():
+            outcome = result.scores.get(scorer_id)
+            if outcome is not None:
+                tally.add(result.item.index, outcome)
+
+    @classmethod
+    def of(cls, specs: list[ScorerSpec], results: list[EvalItemResult]) -> RunTally:
+        tally = cls(specs)
+        for result in results:
+            tally.add(result)
+        return tally
+
+
+def summarise(spec: ScorerSpec, results: list[EvalItemResult] | RunTally) -> ScorerSummary:
+    """A scorer's summary over a run's results (or their ``RunTally``)."""
+    run = results if isinstance(results, RunTally) else RunTally.of([spec], results)
+    tally = run.scorers[spec.id]
+    counts = tally.counts
+    error_types = tally.error_types
+    mean = tally.mean
     problems: list[str] = []
     who = f"gate {spec.id}" if spec.gate else spec.id
     required = spec.required
-    if not counts["scored"] and outcomes:
+    if not counts["scored"] and tally.outcomes:
         # Nothing judged is no evidence of quality: a CI gate must not pass on it (an
         # unreachable judge, a wrong model name, a missing key). The cause is in the message,
         # so the terminal shows it, not only the report file.
-        problems.append(f"{who}: scored no item of {len(outcomes)}{_first_cause(outcomes)}")
+        problems.append(f"{who}: scored no item of {tally.outcomes}{_first_cause(tally)}")
     elif mean is None:
         if spec.gate or required is not None:
             problems.append(f"{who}: no item could be scored")
@@ -209,13 +286,12 @@ def summarise(spec: ScorerSpec, results: list[EvalItemResult]) -> ScorerSummary:
     )
 
 
-def _first_cause(outcomes: list[Any]) -> str:
+def _first_cause(tally: ScorerTally) -> str:
     """`` (timeout: 2); first error: ...`` for a scorer that scored nothing: the counts by
     status and the first error message (or not-scorable reason), cut to one line."""
-    counts = Counter(o.status for o in outcomes)
-    detail = ", ".join(f"{k}: {v}" for k, v in sorted(counts.items()))
-    first = next((o for o in outcomes if o.status == "error"), None) or next(
-        (o for o in outcomes if o.status != "scored"), None)
+    detail = ", ".join(f"{k}: {v}" for k, v in sorted(tally.counts.items()))
+    found = tally.first_error or tally.first_other
+    first = found[1] if found is not None else None
     if first is None or not first.reason:
         return f" ({detail})"
     reason = " ".join(str(first.reason).split())
@@ -229,20 +305,24 @@ _MAX_CAUSE = 300
 
 
 def decide_verdict(
-    summaries: list[ScorerSummary], results: list[EvalItemResult]
+    summaries: list[ScorerSummary], results: list[EvalItemResult] | RunTally
 ) -> tuple[Verdict, tuple[str, ...]]:
     """``failed`` when a gate failed or a scorer scored no item at all (nothing was judged:
     a CI run must not pass on it); ``scored`` when a threshold was missed, a scorer failed on
     some items or the target raised; else ``passed``. Returns the verdict and its reasons."""
-    unjudged = {s.scorer_id for s in summaries if results and not s.scored}
+    if isinstance(results, RunTally):
+        total, errors = results.total, results.target_errors
+    else:
+        total = len(results)
+        errors = Counter(r.error.type for r in results if r.error is not None)
+    unjudged = {s.scorer_id for s in summaries if total and not s.scored}
     failed = [p for s in summaries if s.gate or s.scorer_id in unjudged for p in s.problems]
     scored = [p for s in summaries if not (s.gate or s.scorer_id in unjudged)
               for p in s.problems]
-    errors = Counter(r.error.type for r in results if r.error is not None)
     if errors:
         detail = ", ".join(f"{k}: {v}" for k, v in sorted(errors.items()))
         scored.append(
-            f"the target raised on {sum(errors.values())} of {len(results)} item(s) ({detail})"
+            f"the target raised on {sum(errors.values())} of {total} item(s) ({detail})"
         )
     if failed:
         return "failed", tuple(failed + scored)
