@@ -41,6 +41,7 @@ decorators' hot path imports this module.
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 import functools
 import logging
@@ -513,7 +514,7 @@ def configure(patterns: Sequence[str | re.Pattern[str]] | None,
 # Prose holds one candidate (a "name: value", a "key=value", a credential word before a value)
 # per few hundred characters; a text past the bound was made to be expensive.
 _BUDGET_BASE = 256
-_BUDGET_PER = 64
+_BUDGET_PER = 128
 # How often a text had more candidates than the bound (its rest was then redacted whole).
 overflows = 0
 _overflow_warned = False
@@ -550,14 +551,35 @@ def _matches(rule: _Rule, text: str, out: list[tuple[int, int]], budget: list[in
         match = search(text, max(resume, match.start() + 1), limit)
 
 
+def _merged(spans: list[tuple[int, int]]) -> tuple[list[int], list[int]]:
+    """``spans`` sorted and merged: (starts, ends)."""
+    starts: list[int] = []
+    ends: list[int] = []
+    for start, end in sorted(spans):
+        if ends and start <= ends[-1]:
+            ends[-1] = max(ends[-1], end)
+        else:
+            starts.append(start)
+            ends.append(end)
+    return starts, ends
+
+
 def _named_values(text: str, low: str, search: Callable[..., re.Match[str] | None],
-                  out: list[tuple[int, int]], budget: list[int], limit: int) -> None:
+                  out: list[tuple[int, int]], budget: list[int], limit: int,
+                  covered: tuple[list[int], list[int]] = ([], [])) -> None:
     """Append to ``out`` the values under secret names found by ``search`` (a credential word
     in ``low``, ``text`` lower-cased and of the same length), and the values after such a word
-    used in prose; up to ``limit``."""
+    used in prose; up to ``limit``, skipping what ``covered`` (merged spans already redacted)
+    holds."""
+    starts, ends = covered
     hit = search(low, 0, limit)
     while hit is not None:
         at = hit.start()
+        if starts:
+            i = bisect.bisect_right(starts, at) - 1
+            if i >= 0 and at < ends[i]:
+                hit = search(low, ends[i], limit)
+                continue
         budget[0] -= 1
         if budget[0] < 0:
             raise _Overflow(at)
@@ -643,10 +665,13 @@ def _scan(rules: _Rules, text: str) -> str:
     if len(low) != size:
         # Lower-casing changed the offsets (a few non-ASCII letters): ASCII case only.
         low = text.translate(_ASCII_LOWER)
+    # What the rules above already redact (a PEM block's "PRIVATE KEY" lines): names found
+    # in there are skipped without a look.
+    covered = _merged(spans)
     for word, search in _WORD_SEARCH:
         if word in low:
             try:
-                _named_values(text, low, search, spans, budget, min(limit, cut))
+                _named_values(text, low, search, spans, budget, min(limit, cut), covered)
             except _Overflow as overflow:
                 cut = min(cut, overflow.at)
     if cut < size:
