@@ -160,3 +160,42 @@ def test_json_full_of_separators_is_not_cut() -> None:
     text = "[" + ",".join(f'{{"id": {i}, "score": 0.5, "label": "ok"}}' for i in range(20_000)) \
         + "]"
     assert _redact.redact_text(text) == text
+
+
+def test_an_agent_name_that_is_a_key_stays_off_metrics_and_log_records(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from opentelemetry.sdk._logs import LoggerProvider
+    from opentelemetry.sdk._logs.export import (
+        InMemoryLogRecordExporter,
+        SimpleLogRecordProcessor,
+    )
+    from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    from tests.helpers import ProbeScorer
+
+    monkeypatch.setenv("OPENAI_API_KEY", ENV_KEY)
+    logs = InMemoryLogRecordExporter()
+    log_provider = LoggerProvider()
+    log_provider.add_log_record_processor(SimpleLogRecordProcessor(logs))
+    reader = InMemoryMetricReader()
+    tracescore.configure(exporter=InMemorySpanExporter(), logger_provider=log_provider,
+                         meter_provider=MeterProvider(metric_readers=[reader]),
+                         scoring=[tracescore.ScoringRule(scorer=ProbeScorer(), on="agent")])
+    try:
+        @tracescore.agent(name=ENV_KEY)
+        def answer(question: str) -> str:
+            return "an answer"
+
+        answer("q")
+        assert tracescore.force_flush(10_000)
+        records = [r.log_record if hasattr(r, "log_record") else r
+                   for r in logs.get_finished_logs()]
+        assert records, "the score went out as a log record"
+        text = json.dumps([dict(r.attributes or {}) for r in records], default=str)
+        text += reader.get_metrics_data().to_json()
+        assert ENV_KEY not in text
+        assert "[REDACTED]" in text
+    finally:
+        tracescore.shutdown(3000)
