@@ -212,7 +212,8 @@ def outage(args: argparse.Namespace) -> None:
     backend = Backend("http")
     backend.start()
     spool_dir = Path(tempfile.mkdtemp(prefix="bench-spool-"))
-    inst = _configure(backend, args.baseline, export_retry_dir=str(spool_dir))
+    inst = _configure(backend, args.baseline,
+                      export=tracescore.ExportOptions(retry_dir=str(spool_dir)))
 
     @tracescore.tool(name="step")
     def step(i: int, payload: str) -> str:

@@ -247,7 +247,8 @@ def main() -> int:
             tracescore.configure(
                 tracer_provider=provider, exporter=exporter,
                 scoring=[rule] if scoring else [],
-                max_concurrency=args.max_concurrency, max_queue_size=1_000, score_timeout=30,
+                limits=tracescore.LimitsOptions(max_concurrency=args.max_concurrency,
+                                                max_queue_size=1_000, score_timeout=30),
             )
 
         # Warm-up of both paths: litellm's HTTP client, the judge loop, the scoring worker.

@@ -149,7 +149,8 @@ def main() -> None:
             tracescore.configure(
                 tracer_provider=make_provider(args.user_bsp), exporter=NoopExporter(),
                 scoring=rules,
-                max_queue_size=args.calls + 1, max_concurrency=256, score_timeout=600,
+                limits=tracescore.LimitsOptions(max_queue_size=args.calls + 1, max_concurrency=256,
+                                                score_timeout=600),
             )
             wall, cpu = per_call(decorated, args.calls)
             # The scoring still queued when the loop ends, drained before the next variant:

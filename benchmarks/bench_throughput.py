@@ -185,7 +185,8 @@ def tracescore_round(provider: TracerProvider, rule: Any, concurrency: int, scor
     """Returns (scores/s, CPU seconds of this process per score, stats)."""
     tracescore.configure(
         tracer_provider=provider, exporter=NoopExporter(), scoring=[rule],
-        max_concurrency=concurrency, max_queue_size=scores + 100, score_timeout=300,
+        limits=tracescore.LimitsOptions(max_concurrency=concurrency, max_queue_size=scores + 100,
+                                        score_timeout=300),
     )
     cpu, start = time.process_time(), time.perf_counter()
     for i in range(scores):

@@ -598,7 +598,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         judge=judge,
         scoring=rules,
         on_score=collector,
-        score_timeout=JUDGE_TIMEOUT if judge else None,
+        limits=tracescore.LimitsOptions(score_timeout=JUDGE_TIMEOUT if judge else None),
         meter_provider=meter_provider,
     )
     note(f"exporting spans to: {instance.exporter_description}")

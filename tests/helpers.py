@@ -53,15 +53,6 @@ def memory_configure(**kwargs: Any) -> tuple[tracescore.Tracescore, InMemoryScor
     return inst, exporter
 
 
-def routed(processor: Any = None) -> None:
-    """Route here the spans that ended and wait for the scoring loop to route them (as every
-    flush does first), so that the counters count every span that ended. ``processor``:
-    a ``ScoringSpanProcessor``; default: the configured one."""
-    if processor is None:
-        processor = tracescore._config._current.processor
-    processor._route_waiting()
-
-
 def finished(exporter: InMemorySpanExporter, timeout_millis: int = 5000) -> list[Any]:
     """Flush tracescore (pending scores included), then the spans ``exporter`` holds."""
     tracescore.force_flush(timeout_millis)

@@ -432,7 +432,7 @@ class Cyclic:
     ids=["none", "bytes", "10MB", "object", "cyclic-object", "dict", "nested"],
 )
 def test_bad_return_values_are_safe(value: Any) -> None:
-    _, exp = memory_configure(max_content_length=1000)
+    _, exp = memory_configure(content=tracescore.ContentOptions(max_length=1000))
     try:
         cyc: list[Any] = [1]
         cyc.append(cyc)

@@ -194,7 +194,7 @@ def test_slow_judge_does_not_delay_the_call_and_late_score_uses_carrier(
     inst = tracescore.configure(
         judge=judge(judge_server, timeout=20),
         scoring=[tracescore.ScoringRule(scorer=create_answer_relevancy_scorer())],
-        score_timeout=0.2,
+        limits=tracescore.LimitsOptions(score_timeout=0.2),
     )
 
     @tracescore.agent(name="rag")
@@ -303,7 +303,7 @@ def test_huge_and_odd_outputs_scored_on_text(receiver: Any) -> None:
 
     outputs = ["Paris " * 2_000_000, b"Paris", Weird()]
     tracescore.configure(
-        max_content_length=2048,
+        content=tracescore.ContentOptions(max_length=2048),
         scoring=[tracescore.ScoringRule(scorer=create_content_similarity_scorer(),
                                         ground_truth=lambda span, q: "Paris")],
     )

@@ -119,9 +119,11 @@ def test_flush_or_shutdown_from_on_score_does_not_stall_the_loop(call: str) -> N
 
     def on_score(event: Any) -> None:
         if "took" not in box:
-            started = time.monotonic()
-            getattr(box["processor"], call)(3000)
-            box["took"] = time.monotonic() - started
+            box["took"] = True
+            # A deadline the test cannot outwait: waiting on the loop for jobs only the loop
+            # can finish used to take all of it.
+            getattr(box["processor"], call)(600_000)
+            box["returned"] = True
 
     gate = threading.Event()
 
@@ -134,9 +136,7 @@ def test_flush_or_shutdown_from_on_score_does_not_stall_the_loop(call: str) -> N
     tracer = provider.get_tracer("t")
     produced = {emit(tracer) for _ in range(10)}
     gate.set()
-    assert wait_for(lambda: "took" in box)
-    # Waiting on the loop for jobs that only the loop can finish used to take the deadline.
-    assert box["took"] < 1.0
+    assert wait_for(lambda: "returned" in box, timeout=60)
     processor.shutdown(2000)
     assert set(down.ids) == produced and max(down.ids.values()) == 1
     assert wait_for(lambda: accounted(processor) == 10)
@@ -145,24 +145,23 @@ def test_flush_or_shutdown_from_on_score_does_not_stall_the_loop(call: str) -> N
 
 def test_shutdown_from_a_scorer_does_not_stall_the_loop() -> None:
     box: dict[str, Any] = {}
-    # The first job may start before the last span ended (the loop routes them as they end):
-    # the scorer waits for all five, so each is scored or counted, none ends after shutdown.
+    # The first job may start before the last span ended: the scorer waits for all five, so
+    # each is scored or counted, none ends after shutdown.
     all_ended = threading.Event()
 
     def hook(**_: Any) -> None:
         if "took" not in box:
+            box["took"] = True
             all_ended.wait(5)
-            started = time.monotonic()
-            box["processor"].shutdown(3000)
-            box["took"] = time.monotonic() - started
+            box["processor"].shutdown(600_000)  # a deadline the test cannot outwait
+            box["returned"] = True
 
     processor, provider, down = make(Scorer(hook), max_concurrency=1)
     box["processor"] = processor
     tracer = provider.get_tracer("t")
     produced = {emit(tracer) for _ in range(5)}
     all_ended.set()
-    assert wait_for(lambda: "took" in box)
-    assert box["took"] < 1.0
+    assert wait_for(lambda: "returned" in box, timeout=60)
     assert wait_for(lambda: set(down.ids) == produced)
     assert max(down.ids.values()) == 1
     assert wait_for(lambda: accounted(processor) == 5)
@@ -185,11 +184,8 @@ def test_shutdown_keeps_its_deadline_and_counts_jobs_dropped_late() -> None:
     tracer = provider.get_tracer("t")
     produced = {emit(tracer) for _ in range(5)}
     assert first.wait(5)
-    started = time.monotonic()
-    processor.shutdown(0)
-    took = time.monotonic() - started
+    processor.shutdown(0)  # returns while the loop is blocked (it used to wait past 0)
     released.set()
-    assert took < 0.03  # it used to wait 50 ms past a deadline of 0
     assert set(down.ids) == produced and max(down.ids.values()) == 1
     # The loop stops the jobs once it can; they are counted then, not lost from the counts.
     assert wait_for(lambda: processor.stats.jobs_dropped == 5)
@@ -234,7 +230,6 @@ def test_refused_jobs_are_counted_when_a_flush_took_the_span_meanwhile() -> None
 
     engine.submit = refuse  # type: ignore[method-assign]
     key = emit(provider.get_tracer("t"))
-    processor._route_waiting()  # as the loop would
     assert down.ids[key] == 1
     assert processor.stats.skipped_queue_full == 1
 

@@ -15,7 +15,8 @@ import pytest
 
 import tracescore
 from tests.helpers import ProbeScorer, finished, memory_configure
-from tracescore import _env, _state
+from tracescore import _env
+from tracescore.testing import runtime
 
 CAPTURE = _env.OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT
 PACKAGE = Path(tracescore.__file__).parent
@@ -26,8 +27,9 @@ def _fresh(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     # Warnings are once per value per process: each test starts with none given yet. The
     # settings configure() publishes are put back afterwards, so no test leaks them.
     monkeypatch.setattr(_env, "_warned", set())
-    for name in ("capture_content", "max_content_length", "disabled"):
-        monkeypatch.setattr(_state, name, getattr(_state, name))
+    rt = runtime()
+    for name in ("capture", "max_length", "disabled"):
+        monkeypatch.setattr(rt, name, getattr(rt, name))
     yield
 
 
@@ -60,8 +62,8 @@ def test_no_content_keeps_content_off_exported_spans(
 
 
 def test_no_content_applies_before_configure() -> None:
-    # Decorators used without configure() read the default tracescore._state took at import.
-    code = "import tracescore._state as s; print(s.capture_content)"
+    # Decorators used without configure() read the default the runtime took at import.
+    code = "import tracescore.testing as t; print(t.runtime().capture)"
     env = {**os.environ, CAPTURE: "NO_CONTENT"}
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True, env=env).stdout.strip()
@@ -264,7 +266,7 @@ def test_bad_environment_falls_back_bad_argument_raises(
     inst, _ = memory_configure()
     try:
         assert inst.flush_timeout == _env.DEFAULT_FLUSH_TIMEOUT
-        assert _state.max_content_length == _env.DEFAULT_MAX_CONTENT_LENGTH
+        assert runtime().max_length == _env.DEFAULT_MAX_CONTENT_LENGTH
         assert len(_warnings(caplog)) == 2
     finally:
         tracescore.shutdown(2000)
@@ -282,7 +284,7 @@ def test_disabled_parses_like_every_boolean(
     monkeypatch.setenv(_env.TRACESCORE_DISABLED, raw)
     memory_configure()
     try:
-        assert _state.disabled is expected
+        assert runtime().disabled is expected
     finally:
         tracescore.shutdown(2000)
 

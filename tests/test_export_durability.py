@@ -86,7 +86,8 @@ def test_outage_loses_nothing_and_replays_in_order(tmp_path: Path) -> None:
     first = HttpOtlpReceiver()
     port = first.port
     with first:
-        tracescore.configure(exporter=_http_exporter(port), export_retry_dir=str(tmp_path),
+        tracescore.configure(exporter=_http_exporter(port),
+                             export=tracescore.ExportOptions(retry_dir=str(tmp_path)),
                              meter_provider=MeterProvider(metric_readers=[reader]))
         _produce([f"before-{i}" for i in range(20)])
         assert tracescore.force_flush(10_000)
@@ -121,7 +122,8 @@ def test_counters_match_the_receiver_when_retry_is_off() -> None:
     reader = InMemoryMetricReader()
     first = HttpOtlpReceiver()
     with first:
-        tracescore.configure(exporter=_http_exporter(first.port), export_retry=False,
+        tracescore.configure(exporter=_http_exporter(first.port),
+                             export=tracescore.ExportOptions(retry=False),
                              meter_provider=MeterProvider(metric_readers=[reader]))
         _produce([f"a{i}" for i in range(30)])
         assert tracescore.force_flush(10_000)
@@ -138,8 +140,9 @@ def test_retry_spool_is_bounded_by_age(tmp_path: Path) -> None:
     first = HttpOtlpReceiver()
     port = first.port
     with first:
-        tracescore.configure(exporter=_http_exporter(port), export_retry_dir=str(tmp_path),
-                             export_retry_max_age=1e-6)
+        tracescore.configure(exporter=_http_exporter(port),
+                             export=tracescore.ExportOptions(retry_dir=str(tmp_path),
+                                                             retry_max_age=1e-6))
         _produce(["a"])
         assert tracescore.force_flush(10_000)
     _produce([f"old{i}" for i in range(25)])
@@ -158,8 +161,9 @@ def test_retry_spool_is_bounded_by_bytes_and_keeps_the_newest(tmp_path: Path) ->
     port = first.port
     with first:
         # Room for one batch of these spans on disk (~20 KB compressed each), not two.
-        tracescore.configure(exporter=_http_exporter(port), export_retry_dir=str(tmp_path),
-                             export_retry_max_bytes=30_000)
+        tracescore.configure(exporter=_http_exporter(port),
+                             export=tracescore.ExportOptions(retry_dir=str(tmp_path),
+                                                             retry_max_bytes=30_000))
         tracescore.force_flush(1000)
     rng = random.Random(7)
     rounds = [[f"r{r}-{i}-{rng.randbytes(1000).hex()}" for i in range(20)] for r in range(3)]
@@ -182,7 +186,7 @@ def test_shutdown_counts_what_is_still_waiting_and_removes_the_spool(tmp_path: P
     first = HttpOtlpReceiver()
     with first:
         inst = tracescore.configure(exporter=_http_exporter(first.port),
-                                    export_retry_dir=str(tmp_path))
+                                    export=tracescore.ExportOptions(retry_dir=str(tmp_path)))
         _produce(["x"])
         assert tracescore.force_flush(10_000)
     _produce([f"y{i}" for i in range(15)])
@@ -225,7 +229,7 @@ class _GatedExporter(SpanExporter):
 def test_queue_is_bounded_by_bytes_and_every_drop_is_counted() -> None:
     exporter = _GatedExporter()
     reader = InMemoryMetricReader()
-    tracescore.configure(exporter=exporter, export_queue_bytes=200_000,
+    tracescore.configure(exporter=exporter, export=tracescore.ExportOptions(queue_bytes=200_000),
                          meter_provider=MeterProvider(metric_readers=[reader]))
     threads = [threading.Thread(target=_produce, args=([f"t{t}-{i}" for i in range(100)], 2000))
                for t in range(8)]
@@ -288,7 +292,8 @@ def test_a_thousand_fat_spans_reach_a_grpc_backend() -> None:
 def test_a_span_larger_than_a_request_is_cut_and_says_so() -> None:
     with HttpOtlpReceiver() as receiver:
         tracescore.configure(exporter=_http_exporter(receiver.port),
-                             export_batch_bytes=64 * 1024, max_content_length=1_000_000)
+                             export=tracescore.ExportOptions(batch_bytes=64 * 1024),
+                             content=tracescore.ContentOptions(max_length=1_000_000))
         _produce(["small"])
         _produce(["huge"], size=300_000)
         assert tracescore.force_flush(10_000)

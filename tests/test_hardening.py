@@ -42,7 +42,6 @@ from tests.helpers import (
     eval_events,
     finished,
     memory_configure,
-    routed,
     scaled,
 )
 from tracescore._config import current
@@ -207,7 +206,7 @@ except ImportError:  # pragma: no cover - numpy is a test dependency
 
 @pytest.mark.parametrize("make", list(BAD_VALUES.values()), ids=list(BAD_VALUES))
 def test_bad_values_in_and_out_get_a_safe_bounded_representation(make: Callable[[], Any]) -> None:
-    _, exp = memory_configure(max_content_length=2000)
+    _, exp = memory_configure(content=tracescore.ContentOptions(max_length=2000))
     value = make()
 
     @tracescore.tool
@@ -382,7 +381,7 @@ def test_user_exceptions_pass_through_unchanged(make: Callable[[], BaseException
 
 def test_exception_through_deep_nesting_is_recorded_with_bounded_cost() -> None:
     # Each level records the exception; the standard formatter made this quadratic (seconds).
-    _, exp = memory_configure(max_content_length=4000)
+    _, exp = memory_configure(content=tracescore.ContentOptions(max_length=4000))
 
     @tracescore.tool
     def nested(n: int) -> int:
@@ -555,7 +554,7 @@ def test_many_documents_do_not_push_the_span_identity_out() -> None:
     # Above the scoring cap's default (32 documents per request): this test is about the span.
     _, exp = memory_configure(scoring=[rule(ctx_probe, on="agent"), rule(ret_probe,
                                                                          on="retrieval")],
-                              max_scoring_documents=200)
+                              limits=tracescore.LimitsOptions(max_scoring_documents=200))
 
     @tracescore.retrieval
     def search(q: str) -> list[dict[str, Any]]:
@@ -669,9 +668,9 @@ def test_a_failing_tracer_runs_the_call_untraced() -> None:
 
 def test_disabled_at_configure_makes_existing_decorators_pass_through(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    from tracescore import _state
+    from tracescore.testing import runtime
 
-    monkeypatch.setattr(_state, "disabled", _state.disabled)  # restored after the test
+    monkeypatch.setattr(runtime(), "disabled", runtime().disabled)  # restored after the test
 
     @tracescore.agent
     def answer(q: str) -> str:
@@ -698,7 +697,8 @@ def test_scorer_raising_base_exceptions_does_not_kill_the_worker(error: BaseExce
                 raise error
             return await super().arun(**kwargs)
 
-    _, exp = memory_configure(scoring=[rule(Bad(id="bad"))], max_concurrency=1)
+    _, exp = memory_configure(scoring=[rule(Bad(id="bad"))],
+                              limits=tracescore.LimitsOptions(max_concurrency=1))
 
     @tracescore.agent
     def answer(i: int) -> str:
@@ -720,7 +720,8 @@ def test_on_score_raising_keyboard_interrupt_is_contained() -> None:
         seen.append(event)
         raise KeyboardInterrupt
 
-    _, exp = memory_configure(scoring=[rule(ProbeScorer())], max_concurrency=1,
+    _, exp = memory_configure(scoring=[rule(ProbeScorer())],
+                              limits=tracescore.LimitsOptions(max_concurrency=1),
                               on_score=callback)
 
     @tracescore.agent
@@ -823,7 +824,8 @@ def test_failing_to_arm_the_deadline_still_exports_each_span_once(
 
 
 def test_hung_scorer_cannot_hold_flush_or_shutdown_past_their_deadline() -> None:
-    _, exp = memory_configure(scoring=[rule(Hung(id="hung"))], score_timeout=60)
+    _, exp = memory_configure(scoring=[rule(Hung(id="hung"))],
+                              limits=tracescore.LimitsOptions(score_timeout=60))
 
     @tracescore.agent
     def answer(q: str) -> str:
@@ -848,7 +850,7 @@ def stuck_then_fine(stuck_scorer: Any, **options: Any) -> dict[str, Any]:
     _, exp = memory_configure(
         scoring=[rule(stuck_scorer, on=lambda s: s.name.endswith("stuck")),
                  rule(probe, on=lambda s: s.name.endswith("fine"))],
-        max_concurrency=1, **options,
+        limits=tracescore.LimitsOptions(max_concurrency=1, **options),
     )
 
     @tracescore.agent(name="stuck")
@@ -904,9 +906,8 @@ def test_job_timeout_frees_the_place_of_a_scorer_that_ignores_cancellation() -> 
 
 
 def test_scorer_blocking_the_scoring_loop_loses_no_span() -> None:
-    # A scorer that blocks the loop thread itself: spans ended meanwhile wait for the loop to
-    # route them. A flush routes, holds and exports them on its own thread, and each span goes
-    # out exactly once.
+    # A scorer that blocks the loop thread itself: spans ended meanwhile are held with their
+    # jobs queued. A flush exports them on its own thread, and each span goes out exactly once.
     started = threading.Event()
 
     class LoopBlocker(ProbeScorer):
@@ -915,8 +916,9 @@ def test_scorer_blocking_the_scoring_loop_loses_no_span() -> None:
             time.sleep(1.0)  # noqa: ASYNC251 - the point: the loop thread is stuck
             return await super().arun(**kwargs)
 
-    inst, exp = memory_configure(scoring=[rule(LoopBlocker(id="blocker"))], score_timeout=60,
-                                 max_concurrency=1)
+    inst, exp = memory_configure(scoring=[rule(LoopBlocker(id="blocker"))],
+                                 limits=tracescore.LimitsOptions(score_timeout=60,
+                                                                 max_concurrency=1))
 
     @tracescore.agent
     def answer(q: str) -> str:
@@ -926,7 +928,7 @@ def test_scorer_blocking_the_scoring_loop_loses_no_span() -> None:
     assert started.wait(5)
     for i in range(5):
         answer(f"q{i}")
-    assert tracescore.stats().spans_held + len(inst.processor._routes) == 6
+    assert tracescore.stats().spans_held == 6
     assert completes(lambda: tracescore.force_flush(200)) is False
     names = [s.context.span_id for s in exp.get_finished_spans()]
     assert len(names) == len(set(names)) == 6
@@ -949,8 +951,9 @@ def test_shutdown_during_a_flush_with_thousands_held_loses_none() -> None:
             await asyncio.sleep(5)
             return await super().arun(**kwargs)
 
-    inst, exp = memory_configure(scoring=[rule(Blocker(id="b"))], score_timeout=30,
-                                 max_queue_size=100_000)
+    inst, exp = memory_configure(scoring=[rule(Blocker(id="b"))],
+                                 limits=tracescore.LimitsOptions(score_timeout=30,
+                                                                 max_queue_size=100_000))
 
     @tracescore.agent
     def answer(q: str) -> str:
@@ -960,7 +963,7 @@ def test_shutdown_during_a_flush_with_thousands_held_loses_none() -> None:
     assert started.wait(5)
     for i in range(3000):
         answer(f"q{i}")
-    assert inst.processor.held_spans() + len(inst.processor._routes) == 3001
+    assert inst.processor.held_spans() == 3001
     flusher = threading.Thread(target=lambda: tracescore.force_flush(10_000))
     flusher.start()
     tracescore.shutdown(0)
@@ -987,7 +990,8 @@ def test_span_ending_during_shutdowns_flush_is_exported_once() -> None:
                 time.sleep(1.0)  # noqa: ASYNC251 - the scenario: a job blocks the loop thread
             return await super().arun(**kwargs)
 
-    inst, exp = memory_configure(scoring=[rule(Blocker(id="b"))], score_timeout=30)
+    inst, exp = memory_configure(scoring=[rule(Blocker(id="b"))],
+                                 limits=tracescore.LimitsOptions(score_timeout=30))
 
     @tracescore.agent
     def answer(q: str) -> str:
@@ -1047,33 +1051,6 @@ def test_engine_drops_jobs_it_never_ran_at_shutdown() -> None:
     assert engine.pending == 0
     assert not engine.submit(_engine_jobs(ProbeScorer(id="late"), 1))  # closed
     assert all(o.scorer_id != "queued" for o in written)
-
-
-def test_engine_stops_polling_when_work_stops(monkeypatch: pytest.MonkeyPatch) -> None:
-    from tracescore import _engine
-
-    monkeypatch.setattr(_engine, "_POLL_LINGER", 0.2)
-    done = threading.Event()
-
-    class Signal(ProbeScorer):
-        async def arun(self, **kwargs: Any) -> Any:
-            done.set()
-            return await super().arun(**kwargs)
-
-    engine = _engine.Engine([], concurrency=1, max_queue_size=10)
-    try:
-        assert engine.submit(_engine_jobs(Signal(id="s"), 1))
-        assert done.wait(5)
-        assert engine._polling  # polling while work may come
-        deadline = time.monotonic() + 5
-        while engine._polling and time.monotonic() < deadline:
-            time.sleep(0.05)  # polls an observable state; the bound is generous
-        assert not engine._polling  # idle: the next submit wakes the loop
-        done.clear()
-        assert engine.submit(_engine_jobs(Signal(id="s"), 1))
-        assert done.wait(5)
-    finally:
-        engine.shutdown(1)
 
 
 def test_blocking_on_score_callback_cannot_hold_flush_past_its_deadline() -> None:
@@ -1221,16 +1198,25 @@ def test_bad_env_values_warn_and_fall_back(monkeypatch: pytest.MonkeyPatch,
     assert len(eval_events(exp.get_finished_spans()[0])) == 1
 
 
-@pytest.mark.parametrize("option", ["score_timeout", "flush_timeout", "max_queue_size",
-                                    "max_content_length"])
+@pytest.mark.parametrize("option", ["limits.score_timeout", "flush_timeout",
+                                    "limits.max_queue_size", "content.max_length"])
 @pytest.mark.parametrize("value", [math.nan, math.inf])
 def test_non_finite_explicit_numbers_are_refused(option: str, value: float) -> None:
-    with pytest.raises(tracescore.ConfigurationError, match=option):
-        tracescore.configure(exporter=False, **{option: value})
+    group, _, field = option.rpartition(".")
+    with pytest.raises(tracescore.ConfigurationError, match=field):
+        if group == "limits":
+            tracescore.configure(exporter=False,
+                                 limits=tracescore.LimitsOptions(**{field: value}))
+        elif group == "content":
+            tracescore.configure(exporter=False,
+                                 content=tracescore.ContentOptions(**{field: value}))
+        else:
+            tracescore.configure(exporter=False, **{field: value})
 
 
 def test_huge_concurrency_costs_nothing_until_jobs_arrive() -> None:
-    _, exp = memory_configure(scoring=[rule(ProbeScorer())], max_concurrency=10**12)
+    _, exp = memory_configure(scoring=[rule(ProbeScorer())],
+                              limits=tracescore.LimitsOptions(max_concurrency=10**12))
 
     @tracescore.agent
     def answer(q: str) -> str:
@@ -1253,12 +1239,12 @@ def test_ten_thousand_spans_through_a_tiny_queue_are_each_exported_once(
                 await asyncio.sleep(0.005)
             return SimpleResult(1.0, "ok")
 
-    inst, exp = memory_configure(scoring=[rule(Gated(id="gated"))], max_queue_size=2,
-                                 max_concurrency=1, score_timeout=60)
+    inst, exp = memory_configure(scoring=[rule(Gated(id="gated"))],
+                                 limits=tracescore.LimitsOptions(
+                                     max_queue_size=2, max_concurrency=1, score_timeout=60))
     tracer = inst.tracer_provider.get_tracer("hardening")
     for _ in range(10_000):
         tracer.start_span("invoke_agent raw", attributes={"tracescore.span.kind": "agent"}).end()
-    routed()
     stats = tracescore.stats()
     assert stats.spans_held == 2
     assert stats.skipped_queue_full == 9_998
@@ -1379,7 +1365,8 @@ def test_configure_in_a_loop_and_concurrently_leaks_no_threads() -> None:
 def test_per_trace_state_stays_bounded_under_a_long_lived_root() -> None:
     probe = ProbeScorer(id="ctx", uses_context=True)
     # Above the scoring cap's default (32 documents per request): this test is about the buffer.
-    _, exp = memory_configure(scoring=[rule(probe, on="tool")], max_scoring_documents=1_000)
+    _, exp = memory_configure(scoring=[rule(probe, on="tool")],
+                              limits=tracescore.LimitsOptions(max_scoring_documents=1_000))
 
     @tracescore.retrieval
     def search(i: int) -> list[str]:
@@ -1417,7 +1404,8 @@ def test_forked_child_scores_and_does_not_reexport_the_parents_spans() -> None:
                 await asyncio.Event().wait()
             return await super().arun(**kwargs)
 
-    inst, exp = memory_configure(scoring=[rule(ParentGated(id="gated"))], score_timeout=0.2)
+    inst, exp = memory_configure(scoring=[rule(ParentGated(id="gated"))],
+                                 limits=tracescore.LimitsOptions(score_timeout=0.2))
 
     @tracescore.agent
     def answer(q: str) -> str:

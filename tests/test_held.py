@@ -39,20 +39,17 @@ def test_the_exported_copy_keeps_the_dropped_counts() -> None:
     inst.shutdown()
 
 
-def test_a_scorer_blocking_the_loop_does_not_hold_its_span_past_the_deadline(
-        monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
-    # Blocking work in async code stops the loop's thread, its deadline sweep included: the
-    # backstop thread exports the span anyway (without its score) and says why.
+def test_a_flush_exports_a_span_whose_scorer_blocks_the_loop_and_the_score_follows(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # Blocking work in async code stops the loop's thread, its deadline sweep included: a
+    # flush on the caller's thread still exports the held span (without its score) within its
+    # deadline, once; the score follows on a carrier span once the scorer returns.
     import threading
-    from collections.abc import Sequence
-
-    from opentelemetry.sdk.trace.export import SpanExportResult
 
     from tests.helpers import SimpleResult
-    from tracescore.testing import InMemoryScoreExporter
 
     monkeypatch.setenv("OTEL_BSP_SCHEDULE_DELAY", "50")  # the export processor sends at once
-    started, release, exported = threading.Event(), threading.Event(), threading.Event()
+    started, release = threading.Event(), threading.Event()
 
     class Blocking:
         id = "blocking"
@@ -65,29 +62,25 @@ def test_a_scorer_blocking_the_loop_does_not_hold_its_span_past_the_deadline(
             release.wait(30)  # a blocking call in async code: the loop's thread stops here
             return SimpleResult(1.0, "late")
 
-    class Signalling(InMemoryScoreExporter):
-        def export(self, spans: Sequence[Any]) -> SpanExportResult:
-            result = super().export(spans)
-            if any(s.name == "invoke_agent blocked" for s in spans):
-                exported.set()
-            return result
-
-    exp = Signalling()
-    memory_configure(exporter=exp, scoring=[tracescore.ScoringRule(scorer=Blocking())],
-                     score_timeout=0.2)
+    _, exp = memory_configure(scoring=[tracescore.ScoringRule(scorer=Blocking())],
+                              limits=tracescore.LimitsOptions(score_timeout=0.2))
 
     @tracescore.agent(name="blocked")
     def answer(question: str) -> str:
         return "an answer"
 
     try:
-        with caplog.at_level("WARNING", logger="tracescore"):
-            answer("q")
-            assert started.wait(10)
-            assert exported.wait(20)  # exported while the scorer still blocks the loop
-            assert not release.is_set()
+        answer("q")
+        assert started.wait(10)
+        assert not tracescore.force_flush(2000)  # the score is still pending
+        assert not release.is_set()
         (span,) = [s for s in exp.get_finished_spans() if s.name == "invoke_agent blocked"]
-        assert eval_events(span) == []  # without its score, which follows on a carrier span
-        assert any("blocking its thread" in r.getMessage() for r in caplog.records)
+        assert eval_events(span) == []
     finally:
         release.set()
+    assert tracescore.force_flush(10_000)
+    spans = exp.get_finished_spans()
+    assert [s.name for s in spans].count("invoke_agent blocked") == 1
+    (carrier,) = [s for s in spans if s.name == "evaluation blocking"]
+    assert len(eval_events(carrier)) == 1
+    assert tracescore.stats().scores_late == 1

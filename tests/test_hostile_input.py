@@ -121,8 +121,7 @@ def test_the_cut_is_stated_and_the_caps_are_configurable(
     scorer = create_scorer(id="probe", uses_context=True, requires=(), generate_score=probe)
     capscore.configure(
         scoring=[ScoringRule(scorer=scorer, on="agent")],
-        max_scoring_length=1_000,
-        max_scoring_document_length=100,
+        limits=tracescore.LimitsOptions(max_scoring_length=1_000, max_scoring_document_length=100),
     )
 
     @tracescore.retrieval

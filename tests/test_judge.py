@@ -15,7 +15,7 @@ import pytest
 from opentelemetry import context as otel_context
 from pydantic import BaseModel
 
-from tracescore import _loop, _state
+from tracescore import _loop
 from tracescore._errors import (
     ConfigurationError,
     InvalidJudgeOutputError,
@@ -29,7 +29,7 @@ from tracescore._judge import Judge, resolve_judge
 from tracescore._suppress import PLAIN_KEY, is_suppressed, suppressed
 from tracescore.testing import SCRIPTED_JUDGE_API_KEY as TEST_API_KEY
 from tracescore.testing import ScriptedJudge as JudgeServer
-from tracescore.testing import make_judge
+from tracescore.testing import make_judge, runtime
 
 
 @pytest.fixture(autouse=True, params=["direct", "litellm"])
@@ -390,7 +390,7 @@ def test_resolve_judge_order(monkeypatch: pytest.MonkeyPatch) -> None:
     assert resolve_judge("openai/by-string").model == "openai/by-string"
     assert resolve_judge("openai/by-string") is resolve_judge("openai/by-string")
 
-    monkeypatch.setattr(_state, "default_judge", None)
+    monkeypatch.setattr(runtime(), "judge", None)
     monkeypatch.delenv("TRACESCORE_JUDGE_MODEL", raising=False)
     with pytest.raises(NoJudgeConfiguredError) as info:
         resolve_judge(None)
@@ -401,7 +401,7 @@ def test_resolve_judge_order(monkeypatch: pytest.MonkeyPatch) -> None:
     assert resolve_judge(None).model == "openai/from-env"
 
     configured = Judge("openai/configured")
-    monkeypatch.setattr(_state, "default_judge", configured)
+    monkeypatch.setattr(runtime(), "judge", configured)
     assert resolve_judge(None) is configured
 
 

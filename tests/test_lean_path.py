@@ -169,7 +169,7 @@ def test_a_fractional_rule_scores_exactly_its_traces_on_full_values() -> None:
     probe = ProbeScorer()
     _, exp = memory_configure(
         scoring=[tracescore.ScoringRule(scorer=probe, sample_rate=0.5, name="lean")],
-        max_content_length=40)
+        content=tracescore.ContentOptions(max_length=40))
     long_question = "q" * 500
 
     @tracescore.agent

@@ -17,7 +17,7 @@ from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 
 import tracescore
-from tests.helpers import ProbeScorer, eval_events, finished, memory_configure, routed
+from tests.helpers import ProbeScorer, eval_events, finished, memory_configure
 from tests.otlp_receiver import HttpOtlpReceiver
 from tracescore.scorers import create_answer_relevancy_scorer
 from tracescore.testing import ScriptedJudge as JudgeServer
@@ -124,17 +124,12 @@ def test_rate_limit_skips_exactly_what_it_should() -> None:
     def answer(i: int) -> str:
         return "ok"
 
-    # A rate limit counts a span when it is routed (on the loop, just after the span ended):
-    # routed() does it here, before the clock moves.
     for i in range(5):
         answer(i)  # t=1000: only the first is admitted
-    routed()
     clock.now += 0.5
     answer(5)  # half a token: skipped
-    routed()
     clock.now += 0.5
     answer(6)  # one token: admitted
-    routed()
     clock.now += 10
     answer(7)
     answer(8)  # the bucket holds one token at most: 7 admitted, 8 skipped
@@ -193,7 +188,8 @@ def test_overload_stays_within_caps_and_exports_every_span() -> None:
     reader = InMemoryMetricReader()
     inst, exp = memory_configure(
         scoring=[tracescore.ScoringRule(scorer=SlowScorer(id="slow"))],
-        max_queue_size=20, max_held_spans=8, max_concurrency=4, score_timeout=30,
+        limits=tracescore.LimitsOptions(max_queue_size=20, max_held_spans=8, max_concurrency=4,
+                                        score_timeout=30),
         meter_provider=MeterProvider(metric_readers=[reader]),
     )
     processor = inst.processor
@@ -207,7 +203,6 @@ def test_overload_stays_within_caps_and_exports_every_span() -> None:
         answer(i)
         peak_held = max(peak_held, processor.held_spans())
         peak_pending = max(peak_pending, processor.pending_jobs())
-    routed()
     assert processor.held_spans() <= 8 and processor.pending_jobs() <= 20
     assert peak_held <= 8 and peak_pending <= 20
     stats = tracescore.stats()
@@ -361,7 +356,8 @@ def test_jobs_cut_by_shutdown_are_counted_as_dropped() -> None:
     inst, exp = memory_configure(
         scoring=[tracescore.ScoringRule(scorer=Hung(id="hung")),
                  tracescore.ScoringRule(scorer=quick)],
-        max_concurrency=1, meter_provider=MeterProvider(metric_readers=[reader]),
+        limits=tracescore.LimitsOptions(max_concurrency=1),
+        meter_provider=MeterProvider(metric_readers=[reader]),
     )
 
     @tracescore.agent

@@ -19,7 +19,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 import tracescore
-from tests.helpers import ProbeScorer, eval_events, finished, memory_configure, routed
+from tests.helpers import ProbeScorer, eval_events, finished, memory_configure
 
 
 @pytest.fixture(autouse=True)
@@ -140,14 +140,14 @@ def test_decorated_call_does_not_wait_for_scoring() -> None:
             await asyncio.get_running_loop().run_in_executor(None, release.wait, 10)
             return await super().arun(**kwargs)
 
-    _, exp = memory_configure(scoring=[rule(Blocking(id="slow"))], score_timeout=30)
+    _, exp = memory_configure(scoring=[rule(Blocking(id="slow"))],
+                              limits=tracescore.LimitsOptions(score_timeout=30))
 
     @tracescore.agent
     def answer(q: str) -> str:
         return "done"
 
     assert answer("q") == "done"  # returns while the scorer is still blocked
-    routed()  # as the loop does, after the call returned
     assert exp.get_finished_spans() == ()  # held, not exported yet
     assert tracescore.stats().spans_held == 1
     release.set()
@@ -164,7 +164,8 @@ def test_late_score_goes_on_carrier_span() -> None:
             await asyncio.get_running_loop().run_in_executor(None, release.wait, 10)
             return await super().arun(**kwargs)
 
-    inst, exp = memory_configure(scoring=[rule(Blocking(id="slow"))], score_timeout=0.05)
+    inst, exp = memory_configure(scoring=[rule(Blocking(id="slow"))],
+                                 limits=tracescore.LimitsOptions(score_timeout=0.05))
 
     @tracescore.agent
     def answer(q: str) -> str:
@@ -200,7 +201,8 @@ def test_force_flush_deadline_exports_held_span_and_returns_false() -> None:
             await asyncio.get_running_loop().run_in_executor(None, release.wait, 10)
             return await super().arun(**kwargs)
 
-    _, exp = memory_configure(scoring=[rule(Blocking(id="slow"))], score_timeout=30)
+    _, exp = memory_configure(scoring=[rule(Blocking(id="slow"))],
+                              limits=tracescore.LimitsOptions(score_timeout=30))
 
     @tracescore.agent
     def answer(q: str) -> str:
@@ -322,7 +324,7 @@ def test_bad_configure_arguments() -> None:
     with pytest.raises(tracescore.ConfigurationError):
         tracescore.configure(exporter="otlp")  # type: ignore[arg-type]
     with pytest.raises(tracescore.ConfigurationError):
-        tracescore.configure(score_timeout=-1)
+        tracescore.configure(limits=tracescore.LimitsOptions(score_timeout=-1))
     with pytest.raises(tracescore.ConfigurationError):
         tracescore.configure(judge=42)  # type: ignore[arg-type]
 
@@ -343,8 +345,9 @@ def test_queue_overflow_skips_and_exports_every_span() -> None:
             await asyncio.get_running_loop().run_in_executor(None, release.wait, 10)
             return await super().arun(**kwargs)
 
-    _, exp = memory_configure(scoring=[rule(Blocking(id="slow"))], max_queue_size=3,
-                              max_concurrency=1, score_timeout=30)
+    _, exp = memory_configure(scoring=[rule(Blocking(id="slow"))],
+                              limits=tracescore.LimitsOptions(max_queue_size=3, max_concurrency=1,
+                                                              score_timeout=30))
 
     @tracescore.agent
     def answer(q: int) -> str:
@@ -352,7 +355,6 @@ def test_queue_overflow_skips_and_exports_every_span() -> None:
 
     for i in range(10):
         answer(i)
-    routed()
     stats = tracescore.stats()
     assert stats.skipped_queue_full == 7
     assert stats.spans_held == 3

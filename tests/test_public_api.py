@@ -10,7 +10,7 @@ import tracescore.scorers
 
 PUBLIC = [
     "CalibrationResult", "ConfigurationError", "EvalItem", "EvalItemResult", "EvalResult",
-    "FileSpanExporter",
+    "FileSpanExporter", "ContentOptions", "LimitsOptions", "ExportOptions", "RedactionOptions",
     "InvalidJudgeOutputError", "ItemScore", "Judge", "JudgeError", "JudgeRateLimitedError",
     "JudgeTimeoutError", "JudgeUnavailableError", "NoJudgeConfiguredError", "ScoreEvent",
     "ScorerError", "ScorerSummary", "ScoringError", "ScoringRule", "Stats", "TargetError",

@@ -18,6 +18,7 @@ from tracescore._readers import Content, Reader, reader_for
 from tracescore._readers.generic import GenericReader
 from tracescore._readers.tracescore import TracescoreReader
 from tracescore._trace_buffer import TraceBuffer
+from tracescore.testing import runtime
 
 
 @pytest.fixture(autouse=True)
@@ -37,7 +38,7 @@ class ContextProbe(ProbeScorer):
 def test_own_spans_are_read_in_full_whatever_the_span_carries() -> None:
     probe = ContextProbe(id="ctx")
     _, exp = memory_configure(scoring=[tracescore.ScoringRule(scorer=probe, on="agent")],
-                              max_content_length=8)
+                              content=tracescore.ContentOptions(max_length=8))
 
     @tracescore.retrieval
     def search(q: str) -> list[str]:
@@ -162,7 +163,7 @@ class AcmeReader:
 def test_a_new_source_is_one_reader_class() -> None:
     reader = AcmeReader()
     assert isinstance(reader, Reader)
-    _readers.register(reader)
+    runtime().add_reader(reader)
     try:
         probe = ContextProbe(id="acme-probe")
         inst, exp = memory_configure(scoring=[tracescore.ScoringRule(
@@ -181,12 +182,12 @@ def test_a_new_source_is_one_reader_class() -> None:
         run = next(s for s in spans if s.name == "run")
         assert [e["gen_ai.evaluation.name"] for e in eval_events(run)] == ["acme-probe"]
     finally:
-        _readers.unregister(reader)
+        runtime().remove_reader(reader)
 
 
 def test_a_rule_selects_by_instrumentation_scope() -> None:
     reader = AcmeReader()
-    _readers.register(reader)
+    runtime().add_reader(reader)
     try:
         probe = ProbeScorer(id="p")
         inst, exp = memory_configure(scoring=[tracescore.ScoringRule(
@@ -197,7 +198,7 @@ def test_a_rule_selects_by_instrumentation_scope() -> None:
         finished(exp)
         assert probe.calls == []
     finally:
-        _readers.unregister(reader)
+        runtime().remove_reader(reader)
 
 
 def test_a_reader_that_raises_is_passed_over_and_the_span_still_exported() -> None:
@@ -218,7 +219,7 @@ def test_a_reader_that_raises_is_passed_over_and_the_span_still_exported() -> No
             return Content()
 
     broken = Broken()
-    _readers.register(broken)
+    runtime().add_reader(broken)
     try:
         probe = ProbeScorer()
         _, exp = memory_configure(scoring=[tracescore.ScoringRule(scorer=probe, on="agent")])
@@ -231,12 +232,12 @@ def test_a_reader_that_raises_is_passed_over_and_the_span_still_exported() -> No
         (span,) = finished(exp)
         assert len(eval_events(span)) == 1
     finally:
-        _readers.unregister(broken)
+        runtime().remove_reader(broken)
 
 
 def test_register_refuses_what_is_not_a_reader() -> None:
     with pytest.raises(TypeError, match="not a tracescore Reader"):
-        _readers.register(object())  # type: ignore[arg-type]
+        runtime().add_reader(object())  # type: ignore[arg-type]
 
 
 def _span(name: str, *, scope: str, attributes: dict[str, Any] | None = None) -> ReadableSpan:

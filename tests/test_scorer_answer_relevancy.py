@@ -8,12 +8,12 @@ from typing import Any
 
 import pytest
 
-from tracescore import _state
 from tracescore._errors import ConfigurationError, InvalidJudgeOutputError, NoJudgeConfiguredError
 from tracescore._judge import Judge
 from tracescore.scorers import ScoreResult, create_answer_relevancy_scorer
 from tracescore.testing import SCRIPTED_JUDGE_API_KEY as TEST_API_KEY
 from tracescore.testing import ScriptedJudge as JudgeServer
+from tracescore.testing import runtime
 
 QUESTION = "What should a healthy breakfast include?"
 ANSWER = (
@@ -126,7 +126,7 @@ def test_empty_output_is_not_scorable_without_a_judge_call(
 
 
 def test_empty_output_needs_no_judge_configured(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(_state, "default_judge", None)
+    monkeypatch.setattr(runtime(), "judge", None)
     result = create_answer_relevancy_scorer().run(input=QUESTION, output="")
     assert result.not_scorable is True
 
@@ -248,12 +248,12 @@ def test_prompt_injection_stays_inside_the_data_block(
 def test_the_judge_is_resolved_at_run_time(
     judge_server: JudgeServer, judge: Judge, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(_state, "default_judge", None)
+    monkeypatch.setattr(runtime(), "judge", None)
     scorer = create_answer_relevancy_scorer()  # before any judge is configured
     with pytest.raises(NoJudgeConfiguredError):
         scorer.run(input=QUESTION, output=ANSWER)
 
-    monkeypatch.setattr(_state, "default_judge", judge)
+    monkeypatch.setattr(runtime(), "judge", judge)
     script(judge_server, verdicts("yes", "yes", "yes", "no"))
     assert scorer.run(input=QUESTION, output=ANSWER).score == 0.75
 

@@ -6,10 +6,10 @@ from typing import Any
 
 import pytest
 
-from tracescore import _state
 from tracescore._errors import ConfigurationError
 from tracescore.scorers import create_completeness_scorer
 from tracescore.scorers.completeness import content_words, covered_words, words_match
+from tracescore.testing import runtime
 
 
 @pytest.mark.parametrize(
@@ -190,7 +190,7 @@ def test_covered_words() -> None:
 
 
 def test_language_option(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(_state, "default_judge", None)
+    monkeypatch.setattr(runtime(), "judge", None)
     scorer = create_completeness_scorer(language="de")
     # German base forms: Häuser -> Haus -> haus (lowercased), matching "Haus".
     assert scorer.run(input="Häuser", output="ein Haus").score == 1.0

@@ -6,10 +6,10 @@ from typing import Any
 
 import pytest
 
-from tracescore import _state
 from tracescore._errors import ConfigurationError
 from tracescore.scorers import create_content_similarity_scorer
 from tracescore.scorers.content_similarity import dice_coefficient
+from tracescore.testing import runtime
 
 
 @pytest.mark.parametrize(
@@ -101,7 +101,7 @@ def test_empty_output_against_a_reference_scores_0(kwargs: dict[str, Any]) -> No
 
 
 def test_needs_no_judge(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(_state, "default_judge", None)
+    monkeypatch.setattr(runtime(), "judge", None)
     scorer = create_content_similarity_scorer()
     assert (scorer.id, scorer.uses_judge, scorer.uses_context) == (
         "content-similarity",

@@ -6,9 +6,9 @@ from typing import Any
 
 import pytest
 
-from tracescore import _state
 from tracescore.scorers import create_keyword_coverage_scorer
 from tracescore.scorers.keyword_coverage import STOP_WORDS, keywords
+from tracescore.testing import runtime
 
 
 @pytest.mark.parametrize(
@@ -137,7 +137,7 @@ def test_empty_output_scores_0(output: Any) -> None:
 
 
 def test_scorer_attributes(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(_state, "default_judge", None)
+    monkeypatch.setattr(runtime(), "judge", None)
     scorer = create_keyword_coverage_scorer()
     assert (scorer.id, scorer.uses_judge, scorer.uses_context) == ("keyword-coverage", False, False)
     assert scorer.options == {}

@@ -6,9 +6,9 @@ from typing import Any
 
 import pytest
 
-from tracescore import _state
 from tracescore.scorers import create_textual_difference_scorer
 from tracescore.scorers.textual_difference import lcs_similarity
+from tracescore.testing import runtime
 
 
 @pytest.mark.parametrize(
@@ -111,7 +111,7 @@ def test_empty_output_against_a_reference_scores_0(kwargs: dict[str, Any]) -> No
 
 
 def test_scorer_attributes(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(_state, "default_judge", None)
+    monkeypatch.setattr(runtime(), "judge", None)
     scorer = create_textual_difference_scorer()
     assert (scorer.id, scorer.uses_judge, scorer.higher_is_better) == (
         "textual-difference",

@@ -14,7 +14,6 @@ from typing import Any
 
 import pytest
 
-from tracescore import _state
 from tracescore._errors import ConfigurationError
 from tracescore.scorers import create_tone_consistency_scorer
 from tracescore.scorers.tone_consistency import (
@@ -22,6 +21,7 @@ from tracescore.scorers.tone_consistency import (
     sentiment_comparative,
     sentiment_of,
 )
+from tracescore.testing import runtime
 
 
 @pytest.mark.parametrize(
@@ -185,7 +185,7 @@ def test_not_scorable(kwargs: dict[str, Any], why: str) -> None:
 
 
 def test_options_and_attributes(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(_state, "default_judge", None)
+    monkeypatch.setattr(runtime(), "judge", None)
     assert create_tone_consistency_scorer().options == {"reference_tone": None}
     scorer = create_tone_consistency_scorer(reference_tone="calm")
     assert scorer.options == {"reference_tone": "calm"}

@@ -6,13 +6,14 @@ from typing import Any
 
 import pytest
 
-from tracescore import _cli_scorers, _state, run_evals
+from tracescore import _cli_scorers, run_evals
 from tracescore._errors import ConfigurationError
 from tracescore.scorers import (
     create_tool_call_accuracy_scorer_code,
     create_tool_call_accuracy_scorer_llm,
 )
 from tracescore.scorers.tool_call_accuracy_code import tool_order_respected
+from tracescore.testing import runtime
 
 
 def calls(*names: str) -> list[dict[str, Any]]:
@@ -143,7 +144,7 @@ def test_no_tool_calls_given_is_not_scorable(kwargs: dict[str, Any]) -> None:
 
 
 def test_options_and_attributes(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(_state, "default_judge", None)
+    monkeypatch.setattr(runtime(), "judge", None)
     scorer = create_tool_call_accuracy_scorer_code(expected_tool="book")
     assert scorer.options == {
         "expected_tool": "book",

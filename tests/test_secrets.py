@@ -228,8 +228,10 @@ def test_key_name_rules(name: str, secret: bool) -> None:
 
 def test_user_patterns_and_callback(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("TRACESCORE_REDACT_PATTERNS", '["EMP-[0-9]{6}"]')
-    tracescore.configure(exporter=False, redact_patterns=[r"ACME-\d{4}"],
-                         redact=lambda text: text.replace("Alice", "[NAME]"))
+    tracescore.configure(exporter=False,
+                         redaction=tracescore.RedactionOptions(
+                             patterns=[r"ACME-\d{4}"],
+                             callback=lambda text: text.replace("Alice", "[NAME]")))
     try:
         assert to_json("Alice has ACME-1234 and EMP-123456") == (
             '"[NAME] has [REDACTED] and [REDACTED]"')
@@ -247,7 +249,7 @@ def test_a_raising_callback_redacts_the_whole_value_and_logs_once(
     before = _redact.callback_failures
     warned = _redact._callback_warned
     _redact._callback_warned = False
-    tracescore.configure(exporter=False, redact=broken)
+    tracescore.configure(exporter=False, redaction=tracescore.RedactionOptions(callback=broken))
     try:
         with caplog.at_level(logging.WARNING, logger="tracescore"):
             assert to_json("first value") == '"[REDACTED]"'
@@ -263,4 +265,5 @@ def test_a_raising_callback_redacts_the_whole_value_and_logs_once(
 
 def test_a_bad_pattern_is_a_configuration_error() -> None:
     with pytest.raises(tracescore.ConfigurationError, match="redact_patterns"):
-        tracescore.configure(exporter=False, redact_patterns=["(unclosed"])
+        tracescore.configure(exporter=False,
+                             redaction=tracescore.RedactionOptions(patterns=["(unclosed"]))

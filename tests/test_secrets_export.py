@@ -106,7 +106,7 @@ def test_no_secret_set_by_anyone_leaves_through_the_export_path(
 def test_foreign_spans_can_be_left_alone(receiver: Any) -> None:
     provider = TracerProvider()
     tracescore.configure(service_name="leaks", tracer_provider=provider,
-                         redact_foreign_spans=False)
+                         redaction=tracescore.RedactionOptions(foreign_spans=False))
     own = provider.get_tracer("tracescore")
     foreign = provider.get_tracer("acme.http.client")
     with own.start_as_current_span("own") as span:

@@ -145,16 +145,25 @@ receivers: {grpc: {endpoint: "nowhere"}}
 rules:
   - scorer: faithfulness
     sample_rate: 2
+  - scorer: faithfulness
     on: agnet
   - options: {}
-scoring: {max_concurrency: 0, max_queue: 5}
+  - scorer: faithfulness
+    sample_rat: 0.5
+limits: {max_concurrency: 0}
+export: {max_queue: 5}
 """, toml=False)
     message = str(caught.value)
+    # The rule keys and the option groups are checked by ScoringRule and the option classes
+    # configure() takes: the same messages in process and here.
     for expected in ("downstream.endpoint: expected an http:// or https:// URL",
                      "downstream.protocol:", "receivers.grpc.endpoint: expected host:port",
-                     "rules[0].sample_rate:", "rules[0].on:",
-                     "rules[1]: give exactly one of scorer (an id) or factory",
-                     "scoring.max_concurrency:", "scoring.max_queue: Extra inputs"):
+                     "rules[0]: ScoringRule(sample_rate=2) must lie in 0..1",
+                     "rules[1]: ScoringRule(on='agnet')",
+                     "rules[2]: give exactly one of scorer (an id) or factory",
+                     "rules[3]: a rule got an unexpected keyword argument 'sample_rat'",
+                     "limits: LimitsOptions(max_concurrency=0) takes a positive",
+                     "export.max_queue: Unexpected keyword argument"):
         assert expected in message, (expected, message)
 
 
@@ -291,7 +300,7 @@ def test_http_receiver_takes_gzip_protobuf(serve: Any, receiver: FullReceiver) -
 GATED = """  - factory: "test_serve_support:gated_scorer"
     on: agent
 """
-SMALL_QUEUE = "scoring: {max_queue_size: 4, max_concurrency: 2, score_timeout: 60}\n" \
+SMALL_QUEUE = "limits: {max_queue_size: 4, max_concurrency: 2, score_timeout: 60}\n" \
               "backpressure: {high_water: 0.5, retry_after: 0.25}"
 
 

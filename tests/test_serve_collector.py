@@ -104,7 +104,7 @@ receivers: {{grpc: {{endpoint: "127.0.0.1:{grpc}"}},
 metrics_interval: 1
 shutdown_timeout: 30
 trace: {{idle: 15, settle_after_root: {settle}, max_wait: 120}}
-scoring: {{max_queue_size: {queue}, max_concurrency: {concurrency}, score_timeout: 60}}
+limits: {{max_queue_size: {queue}, max_concurrency: {concurrency}, score_timeout: 60}}
 backpressure: {{high_water: 0.5, retry_after: 0.5}}
 export: {{retry_dir: "{spool}"}}
 rules:

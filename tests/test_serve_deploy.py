@@ -36,7 +36,7 @@ def test_the_example_serve_config_is_valid_and_is_the_one_kubernetes_mounts(
     text = (DEPLOY / "tracescore-serve.yaml").read_text()
     config = parse(text, toml=False)
     assert [r.scorer for r in config.rules] == ["answer-relevancy", "faithfulness"]
-    assert config.limits.redis_url is None  # unset: per-replica limits
+    assert config.fleet.redis_url is None  # unset: per-replica limits
     mounted = _one(_docs("tracescore-serve.yaml"), "ConfigMap")["data"]["serve.yaml"]
     assert mounted == text
 

@@ -1,5 +1,5 @@
 """Issue 22, point 1 in ``tracescore serve``: received spans are redacted before they are
-forwarded (or spooled); ``export.redact: false`` forwards them as received."""
+forwarded (or spooled); ``redaction: {foreign_spans: false}`` forwards them as received."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ PASSWORD = "Sv7Pw2Rd9Xq4Lm1Kz6Bn"
 @pytest.mark.parametrize("redact", [True, False])
 def test_received_spans_are_redacted_before_they_are_forwarded(redact: bool) -> None:
     with FullReceiver() as receiver:
-        extra = "" if redact else "export: {redact: false}"
+        extra = "" if redact else "redaction: {foreign_spans: false}"
         running = start(_config(receiver.endpoint, extra=extra), telemetry_enabled=False)
         try:
             span = _span(f"login with token {PASSWORD}", 0xABC, 0x1, attributes={

@@ -413,6 +413,7 @@ def test_public_names_are_pinned() -> None:
         "failure_message",
         "make_judge",
         "prompt_of",
+        "runtime",
         "schema_name_of",
         "scripted_judge",
         "span_as_dict",

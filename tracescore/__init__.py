@@ -43,6 +43,7 @@ from ._errors import (
 )
 from ._exporters import FileSpanExporter
 from ._judge import Judge
+from ._options import ContentOptions, ExportOptions, LimitsOptions, RedactionOptions
 from ._rules import ScoringRule
 from ._stats import Stats
 from ._writers.callback import ScoreEvent
@@ -93,9 +94,11 @@ def __getattr__(name: str) -> Any:
 __all__ = [
     "CalibrationResult",
     "ConfigurationError",
+    "ContentOptions",
     "EvalItem",
     "EvalItemResult",
     "EvalResult",
+    "ExportOptions",
     "FileSpanExporter",
     "InvalidJudgeOutputError",
     "ItemScore",
@@ -104,7 +107,9 @@ __all__ = [
     "JudgeRateLimitedError",
     "JudgeTimeoutError",
     "JudgeUnavailableError",
+    "LimitsOptions",
     "NoJudgeConfiguredError",
+    "RedactionOptions",
     "ScoreEvent",
     "ScorerError",
     "ScorerSummary",

@@ -572,9 +572,9 @@ def _scorer(scorer: Any, judge: Any) -> Any:
 def _judge_model(scorer: Any) -> str | None:
     if not getattr(scorer, "uses_judge", False):
         return None
-    from . import _state
+    from ._runtime import RUNTIME
 
-    judge = getattr(scorer, "model", None) or _state.default_judge
+    judge = getattr(scorer, "model", None) or RUNTIME.judge
     if judge is None:
         from . import _env
 

@@ -187,9 +187,9 @@ def load_target(spec: str) -> Callable[..., Any]:
 
 
 def _has_judge(judge: Any) -> bool:
-    from tracescore import _state
+    from tracescore._runtime import RUNTIME
 
-    return judge is not None or _state.default_judge is not None or _env.judge_model() is not None
+    return judge is not None or RUNTIME.judge is not None or _env.judge_model() is not None
 
 
 def _run_eval(args: argparse.Namespace) -> int:

@@ -9,15 +9,14 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import dataclasses
 import logging
-import math
 import os
-import re
 import threading
 import time
+import warnings
 import weakref
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from opentelemetry import trace
@@ -25,15 +24,17 @@ from opentelemetry.sdk.resources import SERVICE_NAME, Resource
 from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import SpanExporter
 
-from . import _destinations, _env, _handoff, _input_caps, _signals, _state
+from . import _destinations, _env, _options, _signals
 from . import _semconv as sc
 from ._errors import ConfigurationError
 from ._export import ExportProcessor, Spool
 from ._export.scrub import Scrubber
 from ._exporters import exporter_from_env
 from ._judge import Judge
+from ._options import ContentOptions, ExportOptions, LimitsOptions, RedactionOptions
 from ._processor import ScoringSpanProcessor
-from ._rules import ScoringRule
+from ._rules import CompiledRule, ScoringRule
+from ._runtime import RUNTIME, Runtime
 from ._stats import Stats
 from ._telemetry import Telemetry
 from ._writers.callback import ScoreEvent
@@ -168,65 +169,6 @@ class Tracescore:
         self.destinations.shutdown(max(0.0, deadline - time.monotonic()) * 1000)
 
 
-@dataclass(frozen=True)
-class _ExportSettings:
-    """Where spans come from and go: the provider and the export processor's exporter."""
-
-    service_name: str | None
-    tracer_provider: TracerProvider | None
-    exporter: SpanExporter | None  # None: chosen from the environment
-    export: bool  # False: ``exporter=False``, nothing is exported
-    queue_bytes: int
-    batch_bytes: int
-    retry: bool
-    retry_dir: str | None
-    retry_max_bytes: int
-    retry_max_age: float
-    redact_foreign: bool = True  # redact other instrumentations' spans on the export path
-
-
-@dataclass(frozen=True)
-class _ContentSettings:
-    """What the decorators put on spans; published to ``_state`` for their hot path."""
-
-    capture: bool
-    max_length: int
-    disabled: bool
-
-
-@dataclass(frozen=True)
-class _ScoringSettings:
-    """The scoring engine: rules, judge, limits and deadlines."""
-
-    rules: tuple[ScoringRule, ...]
-    judge: Judge | None
-    score_timeout: float
-    max_concurrency: int
-    max_queue_size: int
-    max_held_spans: int | None
-    flush_timeout: float
-    job_timeout: float
-    on_score: Callable[[ScoreEvent], Any] | None
-    meter_provider: Any
-    logger_provider: Any
-
-
-def _positive(name: str, value: Any, from_env: Callable[[], Any], integer: bool = False) -> Any:
-    """An explicit positive number, checked; ``None`` takes the environment's (or default)."""
-    if value is None:
-        return from_env()
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, (int, float))
-        or not math.isfinite(value)
-        or value <= 0
-    ):
-        raise ConfigurationError(f"configure({name}={value!r}) takes a positive, finite number")
-    if integer and int(value) != value:
-        raise ConfigurationError(f"configure({name}={value!r}) takes a positive integer")
-    return int(value) if integer else float(value)
-
-
 def _resolve_judge(judge: Any) -> Judge | None:
     if judge is None:
         model = _env.judge_model()
@@ -241,8 +183,41 @@ def _resolve_judge(judge: Any) -> Judge | None:
     )
 
 
-def _resolve_export(service_name: Any, tracer_provider: Any, exporter: Any,
-                    durability: dict[str, Any] | None = None) -> _ExportSettings:
+def _group(name: str, value: Any, flat: dict[str, Any]) -> Any:
+    """The option group ``name`` from its keyword argument and the deprecated flat keywords
+    that moved into it (a field given both ways is an error)."""
+    cls = _options.GROUPS[name]
+    if value is None:
+        value = cls()
+    elif not isinstance(value, cls):
+        raise ConfigurationError(
+            f"configure({name}=...) takes a tracescore.{cls.__name__}(...), "
+            f"got {type(value).__name__}")
+    moved = {field: flat[old] for old, (group, field) in _options.FLAT_NAMES.items()
+             if group == name and flat.get(old) is not None}
+    for field in moved:
+        if getattr(value, field) is not None:
+            raise ConfigurationError(
+                f"configure(): {field} is given both in {name}={cls.__name__}(...) and as a "
+                "flat keyword; keep the first")
+    return dataclasses.replace(value, **moved) if moved else value
+
+
+def _check_flat(flat: dict[str, Any]) -> None:
+    """Unknown keywords are a TypeError, as for any function; known old ones warn."""
+    for old in flat:
+        if old not in _options.FLAT_NAMES:
+            raise TypeError(f"configure() got an unexpected keyword argument {old!r}")
+    for old in flat:
+        group, field = _options.FLAT_NAMES[old]
+        cls = _options.GROUPS[group].__name__
+        warnings.warn(
+            f"configure({old}=...) is deprecated and will be removed in the next release: "
+            f"pass configure({group}=tracescore.{cls}({field}=...)) (docs/configuration.md)",
+            DeprecationWarning, stacklevel=3)
+
+
+def _check_target(service_name: Any, tracer_provider: Any, exporter: Any) -> None:
     if service_name is not None and (not isinstance(service_name, str) or not service_name):
         raise ConfigurationError("configure(service_name=...) takes a non-empty string")
     if tracer_provider is not None and not isinstance(tracer_provider, TracerProvider):
@@ -253,127 +228,51 @@ def _resolve_export(service_name: Any, tracer_provider: Any, exporter: Any,
         raise ConfigurationError(
             "configure(exporter=...) takes an OTel SpanExporter, False, or nothing"
         )
-    given = durability or {}
-    retry = given.get("export_retry")
-    if retry is not None and not isinstance(retry, bool):
-        raise ConfigurationError("configure(export_retry=...) takes True or False")
-    redact_foreign = given.get("redact_foreign_spans")
-    if redact_foreign is not None and not isinstance(redact_foreign, bool):
-        raise ConfigurationError("configure(redact_foreign_spans=...) takes True or False")
-    retry_dir = given.get("export_retry_dir")
-    if retry_dir is not None and not isinstance(retry_dir, (str, os.PathLike)):
-        raise ConfigurationError("configure(export_retry_dir=...) takes a folder path")
-    return _ExportSettings(
-        service_name=service_name,
-        tracer_provider=tracer_provider,
-        exporter=exporter or None,
-        export=exporter is not False,
-        queue_bytes=_positive("export_queue_bytes", given.get("export_queue_bytes"),
-                              _env.export_queue_bytes, integer=True),
-        batch_bytes=_positive("export_batch_bytes", given.get("export_batch_bytes"),
-                              _env.export_batch_bytes, integer=True),
-        retry=_env.export_retry() if retry is None else retry,
-        retry_dir=_env.export_retry_dir() if retry_dir is None else os.fspath(retry_dir),
-        retry_max_bytes=_positive("export_retry_max_bytes", given.get("export_retry_max_bytes"),
-                                  _env.export_retry_max_bytes, integer=True),
-        retry_max_age=_positive("export_retry_max_age", given.get("export_retry_max_age"),
-                                _env.export_retry_max_age),
-        redact_foreign=(_env.redact_foreign_spans() if redact_foreign is None
-                        else redact_foreign),
-    )
 
 
-def _resolve_content(capture_content: Any, max_content_length: Any) -> _ContentSettings:
-    if capture_content is not None and not isinstance(capture_content, bool):
-        raise ConfigurationError("configure(capture_content=...) takes True or False")
-    return _ContentSettings(
-        capture=_env.capture_content() if capture_content is None else capture_content,
-        max_length=_positive(
-            "max_content_length", max_content_length, _env.max_content_length, integer=True
-        ),
-        disabled=_env.disabled(),
-    )
-
-
-def _resolve_scoring(
-    *,
-    scoring: Any,
-    judge: Any,
-    score_timeout: Any,
-    max_concurrency: Any,
-    max_queue_size: Any,
-    max_held_spans: Any,
-    flush_timeout: Any,
-    job_timeout: Any,
-    on_score: Any,
-    meter_provider: Any,
-    logger_provider: Any,
-) -> _ScoringSettings:
-    rules = tuple(scoring or ())
-    for rule in rules:
-        if not isinstance(rule, ScoringRule):
-            raise ConfigurationError(
-                f"configure(scoring=[...]) takes ScoringRule objects, got {type(rule).__name__}"
-            )
-    if on_score is not None and not callable(on_score):
-        raise ConfigurationError("configure(on_score=...) takes a callable")
-    return _ScoringSettings(
-        rules=rules,
-        judge=_resolve_judge(judge),
-        score_timeout=_positive("score_timeout", score_timeout, _env.score_timeout),
-        max_concurrency=_positive(
-            "max_concurrency", max_concurrency, _env.max_concurrency, integer=True
-        ),
-        max_queue_size=_positive(
-            "max_queue_size", max_queue_size, _env.max_queue_size, integer=True
-        ),
-        # Each held span waits on at least one queued job, so the queue bounds held spans
-        # already; a cap of its own (None: none) only matters when it is smaller.
-        max_held_spans=_positive(
-            "max_held_spans", max_held_spans, _env.max_held_spans, integer=True
-        ),
-        flush_timeout=_positive("flush_timeout", flush_timeout, _env.flush_timeout),
-        job_timeout=_positive("job_timeout", job_timeout, _env.job_timeout),
-        on_score=on_score,
-        meter_provider=meter_provider,
-        logger_provider=logger_provider,
-    )
-
-
-def _build_export(settings: _ExportSettings) -> tuple[SpanProcessor | None, str]:
+def _build_export(exporter: Any, options: ExportOptions,
+                  redaction: RedactionOptions) -> tuple[SpanProcessor | None, str]:
     """The export processor (None with ``exporter=False``) and where it sends spans."""
-    if not settings.export:
+    if exporter is False:
         return None, "none"
-    if settings.exporter is None:
+    if exporter is None:
         chosen, description = exporter_from_env()
     else:
-        chosen = settings.exporter
+        chosen = exporter
         description = f"custom exporter {type(chosen).__name__}"
-    spool = (Spool(settings.retry_dir, settings.retry_max_bytes, settings.retry_max_age)
-             if settings.retry else None)
-    processor = ExportProcessor(
-        chosen,
-        queue_bytes=settings.queue_bytes,
-        batch_bytes=settings.batch_bytes,
-        max_batch_spans=_env.bsp_max_export_batch_size(),
-        schedule_delay=_env.bsp_schedule_delay(),
-        max_queue_spans=_env.bsp_max_queue_size(),
+    return export_processor(chosen, options, redaction), description
+
+
+def export_processor(exporter: SpanExporter, options: ExportOptions,
+                     redaction: RedactionOptions) -> ExportProcessor:
+    """tracescore's export processor for ``exporter`` with resolved ``options`` (in process
+    and in ``tracescore serve``); every batch is redacted on its thread, other
+    instrumentations' spans (the service: received spans) unless ``redaction.foreign_spans``
+    is False."""
+    spool = (Spool(options.retry_dir, int(options.retry_max_bytes or 0),
+                   float(options.retry_max_age or 0)) if options.retry else None)
+    return ExportProcessor(
+        exporter,
+        queue_bytes=int(options.queue_bytes or 0),
+        batch_bytes=int(options.batch_bytes or 0),
+        max_batch_spans=int(options.max_batch_spans or 0),
+        schedule_delay=float(options.schedule_delay or 0.0),
+        max_queue_spans=options.max_queue_spans,
         spool=spool,
-        scrub=Scrubber(foreign=settings.redact_foreign),
+        scrub=Scrubber(foreign=redaction.foreign_spans is not False),
     )
-    return processor, description
 
 
-def _provider_for(settings: _ExportSettings) -> TracerProvider:
+def _provider_for(service_name: str | None, tracer_provider: Any) -> TracerProvider:
     """The user's provider, or ours (reused while its resource is unchanged). Holds the lock."""
     global _owned_provider
-    if settings.tracer_provider is not None:
-        return settings.tracer_provider
+    if tracer_provider is not None:
+        return tracer_provider  # type: ignore[no-any-return]
     attrs: dict[str, Any] = {}
-    if settings.service_name is not None:
-        attrs[SERVICE_NAME] = settings.service_name
+    if service_name is not None:
+        attrs[SERVICE_NAME] = service_name
     resource = Resource.create(attrs)
-    named = settings.service_name is not None or _env.service_name() is not None
+    named = service_name is not None or _env.service_name() is not None
     if named and _OI_PROJECT not in resource.attributes:
         # Phoenix files traces under this resource attribute, not service.name.
         name = resource.attributes.get(SERVICE_NAME)
@@ -396,64 +295,52 @@ def _switch_for(provider: TracerProvider) -> _SwitchProcessor:
     return switch
 
 
-# --- Scoring engine wiring ---------------------------------------------------------------------
-# The one place that constructs the processor, worker and telemetry from resolved settings; the
-# engine's owners rewire it when its constructors change.
-
-
-def _build_scoring(
-    settings: _ScoringSettings, export_processor: SpanProcessor | None,
-    destinations: _destinations.Destinations | None = None,
+def build_scoring(
+    runtime: Runtime,
+    rules: Sequence[CompiledRule],
+    limits: LimitsOptions,
+    *,
+    downstream: SpanProcessor | None,
+    flush_timeout: float,
+    meter_provider: Any,
+    logger_provider: Any,
+    writers: Sequence[Any] = (),
+    on_score: Callable[[ScoreEvent], Any] | None = None,
+    trace_buffer: Any = None,
+    defer: Callable[[ReadableSpan], bool] | None = None,
+    phoenix: Callable[[Telemetry], Any] | None = None,
 ) -> tuple[ScoringSpanProcessor, Telemetry]:
-    compiled = [rule.compile() for rule in settings.rules]
-    dest = destinations or _destinations.Destinations(logger_provider=settings.logger_provider)
-    # The gauges read the processor, which needs the telemetry first.
-    holder: list[ScoringSpanProcessor] = []
+    """The scoring processor and its telemetry for ``runtime`` (``configure()`` and
+    ``tracescore serve`` both build theirs here). The telemetry's gauges read the processor
+    ``runtime`` holds; ``phoenix`` makes the Phoenix writer, which counts in the telemetry."""
     telemetry = Telemetry(
-        # tracescore's own provider when configure() made one (metrics go where logs go).
-        meter_provider=(dest.meter_provider if dest.meter_provider is not None
-                        else settings.meter_provider),
-        logger_provider=dest.logger_provider,
-        queue_size=lambda: holder[0].pending_jobs() if holder else 0,
-        held_spans=lambda: holder[0].held_spans() if holder else 0,
+        meter_provider=meter_provider,
+        logger_provider=logger_provider,
+        queue_size=lambda: runtime.processor.pending_jobs() if runtime.processor else 0,
+        held_spans=lambda: runtime.processor.held_spans() if runtime.processor else 0,
         version=__version__,
     )
+    chain = list(writers)
+    if phoenix is not None:
+        chain.append(phoenix(telemetry))
     processor = ScoringSpanProcessor(
-        export_processor,
-        compiled,
-        score_timeout=settings.score_timeout,
-        max_concurrency=settings.max_concurrency,
-        max_queue_size=settings.max_queue_size,
-        job_timeout=settings.job_timeout,
-        flush_timeout=settings.flush_timeout,
-        max_held_spans=settings.max_held_spans,
-        on_score=settings.on_score,
+        downstream,
+        rules,
+        score_timeout=float(limits.score_timeout or 0),
+        max_concurrency=int(limits.max_concurrency or 0),
+        max_queue_size=int(limits.max_queue_size or 0),
+        job_timeout=limits.job_timeout,
+        flush_timeout=flush_timeout,
+        max_held_spans=limits.max_held_spans,
+        on_score=on_score,
         telemetry=telemetry,
-        writers=dest.writers,
+        writers=chain,
+        trace_buffer=trace_buffer,
+        readers=runtime.readers,
+        ending=runtime.ending,
+        defer=defer,
     )
-    holder.append(processor)
     return processor, telemetry
-
-
-# --- End of scoring engine wiring --------------------------------------------------------------
-
-
-def _publish(
-    content: _ContentSettings,
-    scoring: _ScoringSettings,
-    provider: TracerProvider,
-    processor: ScoringSpanProcessor,
-    telemetry: Telemetry,
-) -> None:
-    """Hand the new configuration to the decorators and the judge (plain attribute writes)."""
-    _state.default_judge = scoring.judge
-    _state.capture_content = content.capture
-    _state.max_content_length = content.max_length
-    _state.tracer = provider.get_tracer(sc.INSTRUMENTATION_SCOPE, __version__)
-    _handoff.picks = processor.trace_picks
-    _handoff.wanted = bool(scoring.rules)
-    _state.telemetry = telemetry
-    _state.disabled = content.disabled
 
 
 def _register_exit_hooks() -> None:
@@ -494,35 +381,24 @@ def configure(
     tracer_provider: TracerProvider | None = None,
     exporter: SpanExporter | bool | None = None,
     capture_content: bool | None = None,
-    max_content_length: int | None = None,
-    score_timeout: float | None = None,
-    max_concurrency: int | None = None,
-    max_queue_size: int | None = None,
+    content: ContentOptions | None = None,
+    limits: LimitsOptions | None = None,
+    export: ExportOptions | None = None,
+    redaction: RedactionOptions | None = None,
     flush_timeout: float | None = None,
     on_score: Callable[[ScoreEvent], Any] | None = None,
-    max_held_spans: int | None = None,
     meter_provider: Any = None,
     logger_provider: Any = None,
-    job_timeout: float | None = None,
     flush_on_sigterm: bool | None = None,
-    max_scoring_length: int | None = None,
-    max_scoring_documents: int | None = None,
-    max_scoring_document_length: int | None = None,
-    export_queue_bytes: int | None = None,
-    export_batch_bytes: int | None = None,
-    export_retry: bool | None = None,
-    export_retry_dir: str | os.PathLike[str] | None = None,
-    export_retry_max_bytes: int | None = None,
-    export_retry_max_age: float | None = None,
     phoenix_url: str | bool | None = None,
-    redact_patterns: Sequence[str | re.Pattern[str]] | None = None,
-    redact: Callable[[str], str] | None = None,
-    redact_foreign_spans: bool | None = None,
+    **deprecated: Any,
 ) -> Tracescore:
     """Set tracescore up: spans, scoring rules, judge and export. Keyword arguments only.
 
     Calling it again replaces the previous configuration: the new one takes over, then the
-    previous one is flushed and shut down (within ``min(flush_timeout, 5 s)``).
+    previous one is flushed and shut down (within ``min(flush_timeout, 5 s)``). Every option
+    resolves as: argument > ``TRACESCORE_*`` env > the standard ``OTEL_*`` env > default; the
+    option groups and each option's variable and default are listed in docs/configuration.md.
 
     Args:
         service_name: ``service.name`` of the resource. Default: ``OTEL_SERVICE_NAME``, else
@@ -541,26 +417,20 @@ def configure(
             (protocol from ``OTEL_EXPORTER_OTLP_[TRACES_]PROTOCOL``: ``http/protobuf`` default,
             ``grpc``), else OTLP/JSON lines appended to ``tracescore-traces.jsonl`` (path from
             ``TRACESCORE_EXPORT_FILE``).
-        capture_content: put inputs, outputs and documents on spans. Default:
+        capture_content: put inputs, outputs and documents on spans; the same switch as
+            ``ContentOptions(capture=...)``. Default:
             ``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT``, else True. Scoring sees the
             full values either way.
-        max_content_length: characters kept per captured value. Default
-            ``TRACESCORE_MAX_CONTENT_LENGTH``, else 16384.
-        score_timeout: seconds a sampled span is held for its scores before it is exported
-            anyway (later scores go out on a carrier span). Default ``TRACESCORE_SCORE_TIMEOUT``,
-            else 30.
-        max_concurrency: scoring jobs running at once. Default ``TRACESCORE_MAX_CONCURRENCY``,
-            else 8.
-        max_queue_size: scoring jobs accepted at once (queued plus running); past it jobs are
-            skipped and counted, never waited for. Default ``TRACESCORE_MAX_QUEUE_SIZE``, else
-            1000.
+        content: ``tracescore.ContentOptions``: what the decorators record on spans.
+        limits: ``tracescore.LimitsOptions``: deadlines, concurrency, queue and held-span
+            bounds of scoring, and what one scorer run is given.
+        export: ``tracescore.ExportOptions``: the export queue, batches and retries on disk.
+        redaction: ``tracescore.RedactionOptions``: patterns and a callback removing text
+            wherever tracescore sends or writes it.
         flush_timeout: seconds ``force_flush()``/``shutdown()``/the exit hook wait by default.
             Default ``TRACESCORE_FLUSH_TIMEOUT``, else 10.
         on_score: a callback receiving every ``ScoreEvent`` on the scoring thread (keep it
             fast; exceptions are logged).
-        max_held_spans: spans held for their scores at once; past it new sampled spans are
-            exported unscored and the skips counted. Default ``TRACESCORE_MAX_HELD_SPANS``,
-            else bounded by ``max_queue_size`` (every held span waits on a queued job).
         meter_provider: where score metrics and self-metrics go (docs/monitoring.md,
             "Metrics"). Default: the global ``MeterProvider`` when one is set; else, when spans
             are exported where the environment says (no ``exporter=``), a provider of
@@ -575,66 +445,26 @@ def configure(
             own (not set globally) that sends the records to OTLP from the same
             ``OTEL_EXPORTER_OTLP_[LOGS_]*`` variables, or to ``tracescore-logs.jsonl`` next to
             the span file; else none.
-        job_timeout: seconds one scoring job (every judge call and retry of one scorer on one
-            span) may run before it is cancelled, freeing its place among ``max_concurrency``;
-            its event then carries ``error.type=timeout`` (on a carrier span when the scored
-            span already went out). Time the job waits in a judge's queue
-            (``Judge(max_concurrency=...)``) does not count. A scorer that blocks its thread
-            instead of awaiting cannot be cancelled. Default ``TRACESCORE_JOB_TIMEOUT``, else 300.
         flush_on_sigterm: when SIGTERM has its default disposition (as under ``docker stop``
             and Kubernetes, which would kill the process with nothing flushed), install a
             handler in the main thread that shuts tracescore down within ``flush_timeout`` and
             then dies of SIGTERM as the default would. A SIGTERM handler installed by anyone
             else is never replaced. ``False`` removes tracescore's handler. Default
             ``TRACESCORE_FLUSH_ON_SIGTERM``, else True.
-        max_scoring_length: characters a scorer (and so its judge) is given per input,
-            output, ground truth or other named value; the rest is cut and the cut stated in the
-            score's explanation. Default ``TRACESCORE_MAX_SCORING_LENGTH``, else 50000.
-        max_scoring_documents: documents (and tool calls) a scorer is given per request, the
-            first ones kept. Default ``TRACESCORE_MAX_SCORING_DOCUMENTS``, else 32.
-        max_scoring_document_length: characters a scorer is given per document (and per tool
-            call). Default ``TRACESCORE_MAX_SCORING_DOCUMENT_LENGTH``, else 8000.
-        export_queue_bytes: bytes of ended spans waiting for export at most (their encoded
-            size plus 1 KiB each); past it new spans are dropped and counted
-            (``stats().spans_dropped["queue_full"]``). Default ``TRACESCORE_EXPORT_QUEUE_BYTES``,
-            else 64 MiB. ``OTEL_BSP_MAX_QUEUE_SIZE``, when set, caps the span count as well.
-        export_batch_bytes: encoded bytes of one export request at most; a span alone larger is
-            cut to fit and carries ``tracescore.export.truncated``. Default
-            ``TRACESCORE_EXPORT_BATCH_BYTES``, else 3 MiB (gRPC's default limit is 4 MiB).
-        export_retry: keep batches the exporter failed (backend down, timeouts) on disk and
-            retry them in order with backoff; ``False`` drops them (counted as
-            ``export_failed``). Default ``TRACESCORE_EXPORT_RETRY``, else True.
-        export_retry_dir: the folder in which a private retry folder is made on the first
-            failure (removed at shutdown). Default ``TRACESCORE_EXPORT_RETRY_DIR``, else the
-            system's temporary folder.
-        export_retry_max_bytes: disk bytes of failed batches kept at most; past it the oldest
-            go. Default ``TRACESCORE_EXPORT_RETRY_MAX_BYTES``, else 512 MiB.
-        export_retry_max_age: seconds a failed batch is retried before it is dropped. Default
-            ``TRACESCORE_EXPORT_RETRY_MAX_AGE``, else 3600.
         phoenix_url: Arize Phoenix's base URL (e.g. ``"http://127.0.0.1:6006"``): every score
-            is also posted there as a span annotation (a column, a filter and a summary in
-            Phoenix), in batches from a thread of its own; failures are logged and counted
-            (``tracescore.phoenix.annotations``). ``False`` turns it off. Default
-            ``TRACESCORE_PHOENIX_URL``, else off.
-        redact_patterns: regular expressions (strings or compiled) whose every match is
-            replaced by ``[REDACTED]`` wherever tracescore sends or writes text (spans, score
-            explanations, log records, judge prompts, error messages), on top of the built-in
-            rules (README "Secrets"). ``TRACESCORE_REDACT_PATTERNS`` (one expression or a JSON
-            array of them) adds more. Default: none.
-        redact: a function ``(text: str) -> str`` applied to every such text after the
-            built-in rules, e.g. to remove customer ids. If it raises or returns something
-            else than a string, that text is recorded as ``[REDACTED]`` (logged once). Keep it
-            fast: it runs on your threads, once per recorded value. Default: none.
-        redact_foreign_spans: every span tracescore exports is redacted on the export thread
-            (name, span, event and link attributes, status, resource; docs/security.md);
-            tracescore's own spans always, other instrumentations' spans on the same provider
-            unless this is ``False``. Default ``TRACESCORE_REDACT_FOREIGN_SPANS``, else True.
+            is also posted there as a span annotation, in batches from a thread of its own;
+            failures are logged and counted (``tracescore.phoenix.annotations``). ``False``
+            turns it off. Default ``TRACESCORE_PHOENIX_URL``, else off.
+        **deprecated: the flat keywords of earlier releases (``max_concurrency=``,
+            ``export_retry=``, ``redact_patterns=``, ...; docs/configuration.md lists where
+            each moved). They work for one more release and warn (``DeprecationWarning``).
 
     Returns:
         The configured ``Tracescore`` instance.
 
     Raises:
         ConfigurationError: an explicit argument is invalid (the message says what to pass).
+        TypeError: an unknown keyword argument.
 
     Example:
         >>> tracescore.configure(
@@ -642,80 +472,79 @@ def configure(
         ...     judge="openai/gpt-4o-mini",
         ...     scoring=[tracescore.ScoringRule(scorer=create_answer_relevancy_scorer(),
         ...                                     on="agent", sample_rate=0.1)],
+        ...     limits=tracescore.LimitsOptions(max_concurrency=4),
         ... )
     """
     global _current
 
-    _configure_redaction(redact_patterns, redact)
+    _check_flat(deprecated)
+    groups = {name: _group(name, value, deprecated) for name, value in
+              (("content", content), ("limits", limits), ("export", export),
+               ("redaction", redaction))}
+    if capture_content is not None:
+        if not isinstance(capture_content, bool):
+            raise ConfigurationError("configure(capture_content=...) takes True or False")
+        if groups["content"].capture not in (None, capture_content):
+            raise ConfigurationError(
+                "configure(): capture_content and content=ContentOptions(capture=...) disagree")
+        groups["content"] = dataclasses.replace(groups["content"], capture=capture_content)
+    _configure_redaction(groups["redaction"])
     if flush_on_sigterm is not None and not isinstance(flush_on_sigterm, bool):
         raise ConfigurationError("configure(flush_on_sigterm=...) takes True or False")
-    export = _resolve_export(service_name, tracer_provider, exporter, {
-        "export_queue_bytes": export_queue_bytes,
-        "export_batch_bytes": export_batch_bytes,
-        "export_retry": export_retry,
-        "export_retry_dir": export_retry_dir,
-        "export_retry_max_bytes": export_retry_max_bytes,
-        "export_retry_max_age": export_retry_max_age,
-        "redact_foreign_spans": redact_foreign_spans,
-    })
-    content = _resolve_content(capture_content, max_content_length)
-    caps = _input_caps.InputCaps(
-        max_length=_positive("max_scoring_length", max_scoring_length,
-                             _env.max_scoring_length, integer=True),
-        max_documents=_positive("max_scoring_documents", max_scoring_documents,
-                                _env.max_scoring_documents, integer=True),
-        max_document_length=_positive("max_scoring_document_length",
-                                      max_scoring_document_length,
-                                      _env.max_scoring_document_length, integer=True),
-    )
-    scoring_settings = _resolve_scoring(
-        scoring=scoring,
-        judge=judge,
-        score_timeout=score_timeout,
-        max_concurrency=max_concurrency,
-        max_queue_size=max_queue_size,
-        max_held_spans=max_held_spans,
-        flush_timeout=flush_timeout,
-        job_timeout=job_timeout,
-        on_score=on_score,
-        meter_provider=meter_provider,
-        logger_provider=logger_provider,
-    )
-    export_processor, description = _build_export(export)
+    if on_score is not None and not callable(on_score):
+        raise ConfigurationError("configure(on_score=...) takes a callable")
+    _check_target(service_name, tracer_provider, exporter)
+    rules = tuple(scoring or ())
+    for rule in rules:
+        if not isinstance(rule, ScoringRule):
+            raise ConfigurationError(
+                f"configure(scoring=[...]) takes ScoringRule objects, got {type(rule).__name__}"
+            )
+    content_options: ContentOptions = groups["content"].resolve()
+    limits_options: LimitsOptions = groups["limits"].resolve()
+    export_options: ExportOptions = groups["export"].resolve()
+    if flush_timeout is None:
+        flush_seconds = _env.flush_timeout()
+    else:
+        _options.check_positive("configure", "flush_timeout", flush_timeout)
+        flush_seconds = float(flush_timeout)
+    default_judge = _resolve_judge(judge)
+    redaction_options: RedactionOptions = groups["redaction"].resolve()
+    downstream, description = _build_export(exporter, export_options, redaction_options)
     phoenix = _destinations.resolve_phoenix_url(phoenix_url)
 
     with _config_lock:
         previous = _current
-        if previous is not None:
-            _handoff.wanted = False
-        provider = _provider_for(export)
-        telemetry_holder: list[Telemetry] = []
+        provider = _provider_for(service_name, tracer_provider)
         destinations = _destinations.build(
-            resource=provider.resource, logger_provider=scoring_settings.logger_provider,
-            export_from_env=export.export and export.exporter is None,
-            phoenix_url=phoenix, telemetry_holder=telemetry_holder,
-            meter_provider=scoring_settings.meter_provider)
-        processor, telemetry = _build_scoring(scoring_settings, export_processor, destinations)
-        telemetry_holder.append(telemetry)
+            resource=provider.resource, logger_provider=logger_provider,
+            export_from_env=exporter is None, meter_provider=meter_provider)
+        processor, telemetry = build_scoring(
+            RUNTIME, [rule.compile() for rule in rules], limits_options,
+            downstream=downstream, flush_timeout=flush_seconds,
+            # tracescore's own provider when configure() made one (metrics go where logs go).
+            meter_provider=(destinations.meter_provider
+                            if destinations.meter_provider is not None else meter_provider),
+            logger_provider=destinations.logger_provider, on_score=on_score,
+            phoenix=(None if phoenix is None else destinations.phoenix_writer(phoenix)))
         _switch_for(provider).target = processor
-        _publish(content, scoring_settings, provider, processor, telemetry)
-        _input_caps.current = caps
+        RUNTIME.install(
+            tracer=provider.get_tracer(sc.INSTRUMENTATION_SCOPE, __version__),
+            content=content_options, limits=limits_options, judge=default_judge,
+            processor=processor, telemetry=telemetry, disabled=_env.disabled())
         from ._readers import _log_stash  # here to keep this edit local
 
         _log_stash.attach()  # GenAI content in log records (EVENT_ONLY): see _log_stash
-        rules = scoring_settings.rules
         if any(getattr(rule.scorer, "uses_judge", False) for rule in rules):
-            _preload_judge(_judge_needs(scoring_settings.judge, rules))
-        instance = Tracescore(
-            provider, processor, description, rules, scoring_settings.flush_timeout
-        )
+            _preload_judge(_judge_needs(default_judge, rules))
+        instance = Tracescore(provider, processor, description, rules, flush_seconds)
         instance.destinations = destinations
         _current = instance
         _register_exit_hooks()
         _signals.update(
             _env.flush_on_sigterm() if flush_on_sigterm is None else flush_on_sigterm,
             _stop_on_sigterm,
-            scoring_settings.flush_timeout,
+            flush_seconds,
         )
         _retire(previous)
     logger.debug(
@@ -724,19 +553,15 @@ def configure(
     return instance
 
 
-def _configure_redaction(patterns: Sequence[str | re.Pattern[str]] | None,
-                         callback: Callable[[str], str] | None) -> None:
-    """Check and set ``configure``'s redaction options; re-read the credential variables."""
+def _configure_redaction(options: RedactionOptions) -> None:
+    """Set the redaction options; re-read the credential variables."""
     from . import _redact  # already imported by the decorators; here to keep this edit local
 
-    if callback is not None and not callable(callback):
-        raise ConfigurationError("configure(redact=...) takes a function (text: str) -> str")
-    if isinstance(patterns, (str, re.Pattern)):
-        patterns = [patterns]
     try:
-        _redact.configure(patterns, callback)
+        _redact.configure(list(options.patterns) if options.patterns is not None else None,
+                          options.callback)
     except ValueError as exc:
-        raise ConfigurationError(f"configure(redact_patterns=...): {exc}") from None
+        raise ConfigurationError(f"RedactionOptions(patterns=...): {exc}") from None
 
 
 _preloaded: set[str] = set()  # what was preloaded: "litellm", "direct", "process", "child-litellm"
@@ -864,12 +689,11 @@ def shutdown(timeout_millis: int | None = None) -> None:
     with _config_lock:
         instance = _current
         _current = None
-        _handoff.wanted = False
     if instance is not None:
         instance.shutdown(timeout_millis)
         with _config_lock:
             if _current is None:
-                _state.telemetry = None
+                RUNTIME.stop_scoring()
 
 
 def stats() -> Stats:

@@ -3,8 +3,10 @@
 They turn a call into one OpenTelemetry span named and attributed as the GenAI semantic
 conventions and OpenInference say, keep the wrapped function's signature, return value and
 exceptions, and hand the call's full, untruncated input and output to scoring (when a scoring
-rule is configured) through ``tracescore._handoff``. They never import scoring or the judge, so
-the hot path stays small.
+rule is configured) through their ``CallRecord`` (``tracescore._calls``), which the runtime's
+table of ending calls shows the span processors while ``span.end()`` runs. They read the
+configuration from one object, the runtime (``tracescore._runtime.RUNTIME``), and never import
+scoring or the judge, so the hot path stays small.
 """
 
 from __future__ import annotations
@@ -22,11 +24,12 @@ from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
-from . import _chat_messages, _env, _handoff, _state
+from . import _chat_messages, _env
 from . import _semconv as sc
+from ._calls import CallRecord
 from ._errors import ConfigurationError
-from ._handoff import CallRecord
 from ._redact import redact_text
+from ._runtime import RUNTIME as _rt
 from ._serialize import MAX_DOCUMENTS, to_documents, to_json, truncate, utf8_safe
 from ._suppress import is_suppressed
 
@@ -197,20 +200,21 @@ def _check(predicate: Callable[[Any], bool], func: Any) -> bool:
 def _capture_enabled(spec: _Spec) -> bool:
     if spec.capture is not None:
         return spec.capture
-    return _state.capture_content
+    return _rt.capture
 
 
 def _start(spec: _Spec, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[
     Span, CallRecord | None, Any
 ]:
-    tracer = _state.tracer or trace.get_tracer(sc.INSTRUMENTATION_SCOPE)
+    rt = _rt
+    tracer = rt.tracer or trace.get_tracer(sc.INSTRUMENTATION_SCOPE)
     span = tracer.start_span(spec.span_name, kind=spec.span_kind, attributes=spec.attributes)
     payload: CallRecord | None = None
     try:
-        capture = spec.capture if spec.capture is not None else _state.capture_content
-        wanted = _handoff.wanted
+        capture = spec.capture if spec.capture is not None else rt.capture
+        wanted = rt.scoring
         if wanted:
-            picks = _handoff.picks
+            picks = rt.picks
             if picks is not None and not picks(span.get_span_context().trace_id):
                 wanted = False  # no rule can score this trace: scoring needs no record
         if span.is_recording() and (capture or wanted):
@@ -218,7 +222,7 @@ def _start(spec: _Spec, instance: Any, args: tuple[Any, ...], kwargs: dict[str, 
             if wanted:
                 payload = CallRecord(spec.kind, arguments)
             if capture:
-                limit = _state.max_content_length
+                limit = rt.max_length
                 text = to_json(arguments, limit)
                 # set_attribute, not set_attributes: the SDK cleans a mapping through the
                 # abstract Sequence and Mapping checks, a single value with two type checks.
@@ -236,8 +240,8 @@ def _start(spec: _Spec, instance: Any, args: tuple[Any, ...], kwargs: dict[str, 
 
 def _finish(spec: _Spec, span: Span, payload: CallRecord | None, output: Any) -> None:
     try:
-        capture = spec.capture if spec.capture is not None else _state.capture_content
-        limit = _state.max_content_length
+        capture = spec.capture if spec.capture is not None else _rt.capture
+        limit = _rt.max_length
         if payload is not None:
             payload.output = output
         if spec.kind == "retrieval":
@@ -323,7 +327,7 @@ def _fail(span: Span, payload: CallRecord | None, exc: BaseException) -> None:
         # unguarded; the same event, bounded.
         module = type(exc).__module__
         qualname = type(exc).__qualname__
-        limit = _state.max_content_length
+        limit = _rt.max_length
         span.add_event(sc.EXCEPTION_EVENT, {
             sc.EXCEPTION_TYPE: f"{module}.{qualname}" if module and module != "builtins"
             else qualname,
@@ -395,7 +399,18 @@ def _end(span: Span, payload: CallRecord | None, token: Any) -> None:
         except Exception:
             pass
     try:
-        _handoff.end_span(span, payload if _handoff.wanted else None)
+        if payload is None or not _rt.scoring:
+            span.end()
+            return
+        # The record is in the runtime's table while end() runs the processors' on_end.
+        ctx = span.get_span_context()
+        key = (ctx.trace_id, ctx.span_id)
+        ending = _rt.ending
+        ending[key] = payload
+        try:
+            span.end()
+        finally:
+            ending.pop(key, None)
     except Exception:
         _internal_error("ending the span")
 
@@ -403,12 +418,12 @@ def _end(span: Span, payload: CallRecord | None, token: Any) -> None:
 def _internal_error(what: str) -> None:
     logger.debug("tracescore failed while %s; the decorated call is unaffected", what,
                  exc_info=True)
-    if _state.raise_internal_errors:
+    if _rt.raise_internal_errors:
         raise
 
 
 def _bypass() -> bool:
-    return _state.disabled or is_suppressed()
+    return _rt.disabled or is_suppressed()
 
 
 def _join(items: list[Any]) -> Any:
@@ -434,7 +449,7 @@ def _make(kind: str, func: Any, **options: Any) -> Any:
         # module that decorates it.
         logger.warning("tracescore could not instrument a %s; it runs untraced and is "
                        "otherwise unaffected", type(func).__qualname__, exc_info=True)
-        if _state.raise_internal_errors:
+        if _rt.raise_internal_errors:
             raise
         return func
 
@@ -513,11 +528,11 @@ def _item_cap(spec: _Spec) -> int | None:
     """How many yielded items a generator span keeps: all of them when a scoring processor may
     judge the output (it sees full values), else only as many as the captured output can show
     (each item renders as at least one character), so an endless stream stays bounded."""
-    if _handoff.wanted:
+    if _rt.scoring:
         return None
     if not _capture_enabled(spec):
         return 0
-    limit = _state.max_content_length
+    limit = _rt.max_length
     return limit + 1 if limit > 0 else None
 
 

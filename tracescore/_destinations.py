@@ -61,6 +61,19 @@ class Destinations:
     log_processor: Any = None
     metric_exporter: Any = None
 
+    def phoenix_writer(self, phoenix_url: str) -> Any:
+        """A function ``(telemetry) -> writer`` making the Phoenix annotation writer (which
+        counts its posts in ``telemetry``) and keeping it here for flush and shutdown."""
+
+        def make(telemetry: Any) -> Any:
+            from ._writers.phoenix import PhoenixAnnotationWriter
+
+            writer = PhoenixAnnotationWriter(phoenix_url, telemetry)
+            self.writers.append(writer)
+            return writer
+
+        return make
+
     def _jobs(self, timeout_millis: float, stop: bool) -> list[tuple[str, Any, Any]]:
         """(name, the flush or shutdown to run, the exporter to cut off at the deadline)."""
         ms = max(1, int(timeout_millis))
@@ -142,18 +155,15 @@ def resolve_phoenix_url(value: Any) -> str | None:
 
 
 def build(*, resource: Any, logger_provider: Any, export_from_env: bool,
-          phoenix_url: str | None, telemetry_holder: list[Any],
           meter_provider: Any = None) -> Destinations:
-    """Set up the log records' and metrics' providers and the Phoenix writer (see the module
-    docstring).
+    """Set up the log records' and metrics' providers (see the module docstring); the Phoenix
+    writer is added with ``phoenix_writer`` once the configuration's telemetry exists.
 
     Args:
         resource: the span resource, shared by tracescore's own providers.
         logger_provider: ``configure(logger_provider=...)`` or None.
         meter_provider: ``configure(meter_provider=...)`` or None.
         export_from_env: spans are exported where the environment says (no ``exporter=``).
-        phoenix_url: Phoenix's base URL, or None.
-        telemetry_holder: filled later with the ``Telemetry`` the Phoenix writer counts in.
     """
     dest = Destinations(logger_provider=logger_provider)
     if (logger_provider is None and export_from_env and _env.log_records()
@@ -189,22 +199,7 @@ def build(*, resource: Any, logger_provider: Any, export_from_env: bool,
             )
             dest.owned_meter_provider = True
             dest.metrics_description = description
-    if phoenix_url is not None:
-        from ._writers.phoenix import PhoenixAnnotationWriter
-
-        dest.writers.append(PhoenixAnnotationWriter(phoenix_url, _Deferred(telemetry_holder)))
     return dest
-
-
-class _Deferred:
-    """The ``Telemetry`` of the configuration, which is built after the writers."""
-
-    def __init__(self, holder: list[Any]) -> None:
-        self._holder = holder
-
-    def record_annotations(self, outcome: str, count: int) -> None:
-        if self._holder:
-            self._holder[0].record_annotations(outcome, count)
 
 
 def _global_sdk_logger_provider() -> bool:

@@ -7,10 +7,9 @@ the process's tracescore loop (``_loop``), at most ``concurrency`` at a time, ea
 knows nothing of spans: where an outcome lands is the writers' business.
 
 The shape follows the OpenTelemetry SDK's ``BatchSpanProcessor``: a deque guarded by a lock,
-drained by one consumer thread (here the loop), a condition to wait for idleness. While work
-comes in, the loop polls the deque (every 5 ms after work, backing off to 100 ms, stopping 2 s
-after the last job) so that a submitting thread rarely pays for a cross-thread wake-up, which on
-a cold cache costs the decorated call tens of microseconds.
+drained by one consumer (here the loop), a condition to wait for idleness. Nothing polls: the
+first ``submit()`` after a drain schedules the next one (``call_soon_threadsafe``), and jobs
+submitted before it runs ride along.
 """
 
 from __future__ import annotations
@@ -34,10 +33,6 @@ from ._rules import CompiledRule
 
 logger = logging.getLogger("tracescore")
 
-_POLL_INTERVAL = 0.005
-_POLL_MAX_INTERVAL = 0.1
-_POLL_LINGER = 2.0
-
 _engines: weakref.WeakSet[Engine] = weakref.WeakSet()
 
 
@@ -59,30 +54,8 @@ class Job:
     source: Any = None
 
 
-class Deferred:
-    """Jobs to be built on the loop thread, off the submitting thread, when a consumer takes
-    the first of them: a subclass sets ``rules`` and implements ``build`` (the span
-    processor's holds all a waiting span needs in one object, since every object a waiting
-    span keeps is one more for the garbage collector to walk; built jobs and requests would add
-    three per waiting span).
-
-    Attributes:
-        rules: the rules whose jobs ``build`` makes, one place each in the queue (they name
-            the jobs counted as dropped if the engine stops before building them).
-    """
-
-    __slots__ = ("rules",)
-    rules: Sequence[CompiledRule]
-
-    def build(self) -> Sequence[Job]:
-        """The jobs, one per rule, in order; called once on the loop thread."""
-        raise NotImplementedError("Deferred.build")
-
-
-def _scorer_ids(item: Job | Deferred) -> list[str]:
-    if isinstance(item, Deferred):
-        return [rule.scorer_id for rule in item.rules]
-    return [item.rule.scorer_id]
+def _scorer_ids(job: Job) -> list[str]:
+    return [job.rule.scorer_id]
 
 
 class Engine:
@@ -97,39 +70,26 @@ class Engine:
             ``error.type=timeout``; None for no limit.
         on_drain: called on the loop thread each time the loop takes new jobs (the span
             processor arms its deadline sweep there, off the caller's thread).
-        feed: called on the loop thread at every drain, before the queue is read: it may
-            ``submit()`` work of its own (the span processor routes the spans that ended since,
-            see ``ScoringSpanProcessor.on_end``) and returns how many items it took, which
-            keep the loop polling as jobs do.
-        feed_waiting: whether ``feed`` has items waiting; asked before the loop stops polling,
-            so that an item added as it stops is not left behind (its producer calls ``wake()``
-            when it sees the loop not polling).
     """
 
     def __init__(self, writers: Sequence[Any], *, concurrency: int, max_queue_size: int,
                  job_timeout: float | None = None,
-                 on_drain: Callable[[], None] | None = None,
-                 feed: Callable[[], int] | None = None,
-                 feed_waiting: Callable[[], bool] | None = None) -> None:
+                 on_drain: Callable[[], None] | None = None) -> None:
         self.writers = list(writers)
         self.concurrency = max(1, int(concurrency))
         self.max_queue_size = max(1, int(max_queue_size))
         self.job_timeout = job_timeout
         self._on_drain = on_drain
-        self._feed = feed
-        self._feed_waiting = feed_waiting
         self._lock = threading.Lock()
         self._idle = threading.Condition(self._lock)
-        self._inbox: deque[Job | Deferred] = deque()
+        self._inbox: deque[Job] = deque()
         self._pending = 0
-        self._polling = False
+        self._scheduled = False  # a drain is scheduled on the loop
         self._closed = False
         # Loop-thread only.
-        self._ready: deque[Job | Deferred] = deque()
+        self._ready: deque[Job] = deque()
         self._consumers: set[asyncio.Task[None]] = set()
         self._running: dict[asyncio.Task[None], Job] = {}
-        self._poll_delay = _POLL_INTERVAL
-        self._last_work = 0.0
         self._score: Any = None
         _engines.add(self)
 
@@ -138,48 +98,19 @@ class Engine:
         """Jobs accepted and not finished."""
         return self._pending
 
-    @property
-    def polling(self) -> bool:
-        """Whether the loop reads the queue and the feed by itself now (no ``wake()`` needed).
-        Read without the lock: a producer that adds to the feed and then sees False calls
-        ``wake()``, and the loop asks ``feed_waiting`` after it stops polling."""
-        return self._polling
-
-    def wake(self) -> bool:
-        """Make the loop drain (and so run the feed) soon, unless it polls already. Never
-        blocks. False when there is no loop to wake (closed, or none can run): the caller
-        then does the feed's work itself."""
-        with self._lock:
-            if self._closed:
-                return False
-            if self._polling:
-                return True
-            self._polling = True
-        try:
-            _loop.get_loop().call_soon_threadsafe(self._drain)
-        except Exception:
-            with self._lock:
-                self._polling = False
-            logger.debug("tracescore could not wake its scoring loop", exc_info=True)
-            return False
-        return True
-
-    def submit(self, jobs: Sequence[Job] | Deferred) -> bool:
-        """Accept all of ``jobs`` (or of the jobs a ``Deferred`` will build) or none. Never
-        blocks. False when closed or when they do not fit in the queue."""
-        places = len(jobs.rules) if isinstance(jobs, Deferred) else len(jobs)
+    def submit(self, jobs: Sequence[Job]) -> bool:
+        """Accept all of ``jobs`` or none. Never blocks. False when closed, when they do not fit
+        in the queue, or when no loop can run them (the caller counts the skip)."""
+        places = len(jobs)
         if not places:
             return True
         with self._lock:
             if self._closed or self._pending + places > self.max_queue_size:
                 return False
             self._pending += places
-            if isinstance(jobs, Deferred):
-                self._inbox.append(jobs)
-            else:
-                self._inbox.extend(jobs)
-            wake = not self._polling
-            self._polling = True
+            self._inbox.extend(jobs)
+            wake = not self._scheduled
+            self._scheduled = True
         if wake:
             try:
                 _loop.get_loop().call_soon_threadsafe(self._drain)
@@ -187,10 +118,10 @@ class Engine:
                 # No loop (no file descriptors left, or the interpreter is exiting): take the
                 # jobs back, so the caller exports the span unscored and counts the skip.
                 with self._lock:
-                    self._polling = False
-                    for item in ([jobs] if isinstance(jobs, Deferred) else jobs):
+                    self._scheduled = False
+                    for job in jobs:
                         with contextlib.suppress(ValueError):
-                            self._inbox.remove(item)
+                            self._inbox.remove(job)
                     self._pending -= places
                     self._idle.notify_all()
                 logger.debug("tracescore could not schedule scoring jobs", exc_info=True)
@@ -199,86 +130,28 @@ class Engine:
 
     def _drain(self) -> None:
         loop = asyncio.get_running_loop()
-        fed = 0
-        if self._feed is not None:
-            try:
-                fed = self._feed()
-            except Exception:
-                logger.warning("tracescore: routing ended spans failed", exc_info=True)
         with self._lock:
             taken = list(self._inbox)
             self._inbox.clear()
-            now = time.monotonic()
-            if taken or fed:
-                self._last_work = now
-                self._poll_delay = _POLL_INTERVAL
-            else:
-                self._poll_delay = min(self._poll_delay * 2, _POLL_MAX_INTERVAL)
-            # Go on polling (submit() need not wake us) until work stops coming.
-            self._polling = not self._closed and now - self._last_work < _POLL_LINGER
-            if (not self._polling and not self._closed and self._feed_waiting is not None
-                    and self._feed_waiting()):
-                # An item came in after the feed ran, and its producer saw us polling.
-                self._polling = True
-                self._poll_delay = _POLL_INTERVAL
-            poll = self._polling
+            self._scheduled = False
         if not taken:
-            self._next_drain(loop, poll)
             return
         if self._on_drain is not None:
             try:
                 self._on_drain()
             except Exception:
                 logger.warning("tracescore: a scoring hook failed", exc_info=True)
-        added = 0
-        for item in taken:
-            # A Deferred waits as it is: its jobs are built when a consumer takes it.
-            self._ready.append(item)
-            added += len(item.rules) if isinstance(item, Deferred) else 1
+        self._ready.extend(taken)
         # A consumer runs jobs until none is ready, so each new job needs at most one more.
-        for _ in range(min(self.concurrency - len(self._consumers), added)):
+        for _ in range(min(self.concurrency - len(self._consumers), len(taken))):
             self._consumers.add(loop.create_task(self._consume()))
-        self._next_drain(loop, poll)
-
-    def _next_drain(self, loop: asyncio.AbstractEventLoop, poll: bool) -> None:
-        """Schedule the next poll: at once when the feed left items (it takes a batch at a
-        time) and no job waits to start, else a poll interval later (jobs first: under
-        sustained load the loop keeps running jobs between batches)."""
-        if not poll:
-            return
-        if not self._ready and self._feed_waiting is not None and self._feed_waiting():
-            loop.call_soon(self._drain)
-        else:
-            loop.call_later(self._poll_delay, self._drain)
-
-    def _build(self, deferred: Deferred) -> list[Job]:
-        """The jobs of ``deferred``; places it reserved and did not use are given back."""
-        try:
-            jobs = list(deferred.build())[:len(deferred.rules)]
-        except Exception:
-            logger.warning("tracescore could not prepare a scoring request; the span is "
-                           "exported at its deadline and the application is unaffected",
-                           exc_info=True)
-            jobs = []
-        for _ in range(len(deferred.rules) - len(jobs)):
-            self._done()
-        return jobs
 
     async def _consume(self) -> None:
         task = asyncio.current_task()
         assert task is not None
         try:
             while self._ready:
-                item = self._ready.popleft()
-                if isinstance(item, Deferred):
-                    jobs = self._build(item)
-                    if not jobs:
-                        continue
-                    job = jobs[0]
-                    # The rest go first in line, in order: one span's jobs stay together.
-                    self._ready.extendleft(reversed(jobs[1:]))
-                else:
-                    job = item
+                job = self._ready.popleft()
                 self._running[task] = job
                 try:
                     await self._run(job)
@@ -395,7 +268,7 @@ class Engine:
         self._idle = threading.Condition(self._lock)
         self._inbox = deque()
         self._pending = 0
-        self._polling = False
+        self._scheduled = False
         self._ready = deque()
         self._consumers = set()
         self._running = {}

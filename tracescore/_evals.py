@@ -25,7 +25,7 @@ from typing import Any
 from opentelemetry import trace
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
-from . import _config, _state
+from . import _config
 from . import _semconv as sc
 from ._errors import ConfigurationError
 from ._evals_data import EvalItem, stream_items
@@ -39,6 +39,7 @@ from ._evals_results import (
 from ._evals_run import EvalRun
 from ._evals_specs import build_specs, check_needs, decide_verdict, summarise
 from ._progress import progress_bar
+from ._runtime import RUNTIME
 
 # Rows of a data file read before the run starts, on which what the scorers need is checked
 # (the rest is read as the run takes it).
@@ -63,7 +64,7 @@ logger = logging.getLogger("tracescore")
 
 def _tracer() -> trace.Tracer | None:
     instance = _config.current()
-    if instance is None or _state.disabled:
+    if instance is None or RUNTIME.disabled:
         return None
     return instance.tracer_provider.get_tracer(sc.INSTRUMENTATION_SCOPE, _config.__version__)
 

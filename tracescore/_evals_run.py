@@ -19,12 +19,12 @@ from opentelemetry import trace
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
 from . import _semconv as sc
-from . import _state
 from ._evals_data import EvalItem
 from ._evals_results import EvalItemResult, ItemScore, ItemStatus, TargetError
 from ._evals_specs import RunTally, ScorerSpec
 from ._fingerprint import evaluator_version
 from ._request import ScoringRequest
+from ._runtime import RUNTIME
 from ._scoring import ScorerOutcome, evaluation_attributes, label_for, run_scorer, scorer_kwargs
 from ._serialize import to_json
 
@@ -83,8 +83,8 @@ class EvalRun:
         self.name = name
         self.experiment_id = experiment_id
         self.tracer = tracer
-        self.capture = _state.capture_content
-        self.max_length = _state.max_content_length
+        self.capture = RUNTIME.capture
+        self.max_length = RUNTIME.max_length
         self.pool: ThreadPoolExecutor | None = None
         # By item index: items finish in any order; the report lists them in data order. A
         # run over a file of millions of rows keeps the first ``KEPT_RESULTS`` in full and

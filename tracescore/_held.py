@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -66,8 +65,6 @@ class HeldSpans:
         # flush waits for them, or the export processor flushes without them).
         self._handing = 0
         self._handed = threading.Condition(self._lock)
-        #: Sweeps of the loop so far (``expire``): the backstop tells a stall's end by it.
-        self.sweeps = 0
 
     def __len__(self) -> int:
         return len(self._spans)
@@ -137,11 +134,6 @@ class HeldSpans:
     def expire(self, now: float) -> float | None:
         """Export the held spans whose deadline passed. Returns the next deadline, or None
         when nothing is held. The loop's sweep calls it."""
-        self.sweeps += 1
-        return self._expire(now)[0]
-
-    def _expire(self, now: float) -> tuple[float | None, int]:
-        """``expire``, also returning how many spans it exported."""
         expired: list[Held] = []
         with self._lock:
             for held in list(self._spans.values()):
@@ -152,7 +144,7 @@ class HeldSpans:
             self._stats.deadline_exports += len(expired)
             first = next(iter(self._spans.values()), None)
         self._export_all(expired)
-        return (None if first is None else first.deadline), len(expired)
+        return None if first is None else first.deadline
 
     def release_all(self) -> int:
         """Export every held span now with the scores it has (a flush or shutdown past its
@@ -165,7 +157,7 @@ class HeldSpans:
 
     def wait_handed_over(self, timeout: float) -> bool:
         """Wait until every released span was handed to the export processor (another
-        thread, e.g. the backstop, may be handing one over), at most ``timeout`` seconds. True
+        thread, e.g. the loop's sweep, may be handing one over), at most ``timeout`` seconds. True
         when none is left; a flush of the export processor comes after this."""
         with self._handed:
             return self._handed.wait_for(lambda: self._handing == 0, timeout)
@@ -210,88 +202,6 @@ class HeldSpans:
         self._handing -= 1
         if not self._handing:
             self._handed.notify_all()
-
-
-class DeadlineBackstop:
-    """Exports held spans whose deadline passed when the scoring loop cannot: a daemon thread
-    (``tracescore-deadlines``) that looks every ``period`` seconds.
-
-    The loop's own sweep exports a span at its deadline. A scorer or an ``on_score`` callback
-    that blocks the loop's thread (blocking work in ``async`` code) stops that sweep too; the
-    spans would then wait for it to return, past any deadline. The backstop exports a span once
-    its deadline is ``grace`` seconds behind, logs one warning per such stall (which lasts until
-    the loop sweeps again), and its late scores follow on carrier spans as usual. Started by
-    ``ensure_started()``, which the span processor calls for each span it queues for routing.
-
-    Args:
-        held: the spans it watches.
-        period: seconds between looks (default 1).
-        grace: how late a span must be before the backstop takes it rather than the loop
-            (default 1 s).
-    """
-
-    def __init__(self, held: HeldSpans, period: float = 1.0, grace: float = 1.0) -> None:
-        self.held = held
-        self.period = period
-        self.grace = grace
-        #: Called at every look as well (the span processor routes spans a stalled loop left
-        #: waiting); None: nothing.
-        self.also: Callable[[], None] | None = None
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
-        self._start_lock = threading.Lock()
-
-    def ensure_started(self) -> None:
-        """Start the thread unless it runs (cheap after the first call; never raises)."""
-        if self._thread is not None:
-            return
-        with self._start_lock:
-            if self._thread is not None or self._stop.is_set():
-                return
-            thread = threading.Thread(target=self._run, name="tracescore-deadlines",
-                                      daemon=True)
-            try:
-                thread.start()
-            except RuntimeError:  # no new threads (the interpreter is exiting)
-                return
-            self._thread = thread
-
-    def stop(self) -> None:
-        """Stop the thread (it exits within ``period``; not waited for)."""
-        self._stop.set()
-
-    def after_fork_in_child(self) -> None:
-        """The parent's thread does not exist in a child: start afresh with the next
-        ``ensure_started()`` (the next span queued for routing)."""
-        self._stop = threading.Event()
-        self._thread = None
-        self._start_lock = threading.Lock()
-
-    def _run(self) -> None:
-        # The loop's sweep count at the last warning: the stall lasts until the loop sweeps
-        # again (a look that finds nothing due does not end it: spans may end rarely).
-        warned_at: int | None = None
-        stop = self._stop
-        while not stop.wait(self.period):
-            also = self.also
-            if also is not None:
-                try:
-                    also()
-                except Exception:
-                    logger.debug("tracescore deadline backstop failed", exc_info=True)
-            try:
-                took = self.held._expire(time.monotonic() - self.grace)[1]
-            except Exception:  # a broken exporter must not end the backstop
-                logger.debug("tracescore deadline backstop failed", exc_info=True)
-                continue
-            if took and self.held.sweeps != warned_at:
-                warned_at = self.held.sweeps
-                logger.warning(
-                    "tracescore: the scoring loop did not export %d span(s) at their "
-                    "deadline: a scorer or an on_score callback is blocking its thread "
-                    "(blocking work in async code?). They were exported without their "
-                    "scores, which follow on carrier spans; the application is unaffected.",
-                    took)
 
 
 def with_events(span: ReadableSpan, extra: Sequence[Event],

@@ -23,7 +23,7 @@ from typing import Any
 
 from . import _env
 
-__all__ = ["InputCaps", "cap_kwargs", "current"]
+__all__ = ["InputCaps", "cap_kwargs"]
 
 # Deeper nesting than this is cut: a scorer's own JSON dump would hit the recursion limit.
 _MAX_DEPTH = 64
@@ -59,10 +59,6 @@ class InputCaps:
         )
 
 
-# Set by configure(); read by the call site on every scorer run (a plain attribute read).
-current: InputCaps = InputCaps.from_env()
-
-
 class _Budget:
     __slots__ = ("left", "cut")
 
@@ -79,7 +75,8 @@ def cap_kwargs(
     Args:
         kwargs: ``scorer.arun``'s keyword arguments (``input``, ``output``, ``context``,
             ``tool_calls``, ``ground_truth`` and any other named value).
-        caps: the caps; default ``current`` (what ``configure()`` set).
+        caps: the caps; default: the environment's (``InputCaps.from_env()``). The scorers'
+            call site passes the runtime's (``Runtime.caps``, what ``configure()`` set).
 
     Returns:
         ``(bounded kwargs, cuts)``: values that fit are the same objects; ``cuts`` says in
@@ -90,7 +87,7 @@ def cap_kwargs(
         >>> cap_kwargs({"output": "x" * 10}, InputCaps(max_length=4))
         ({'output': 'xxxx'}, ['output to its first 4 of 10 characters'])
     """
-    caps = current if caps is None else caps
+    caps = InputCaps.from_env() if caps is None else caps
     out: dict[str, Any] = {}
     cuts: list[str] = []
     for name, value in kwargs.items():

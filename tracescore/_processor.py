@@ -1,16 +1,21 @@
-"""The scoring span processor: where spans made in this process enter scoring.
+"""The scoring span processor: where ended spans become scoring work, in one place.
 
-For every ended span it asks the readers what the span is (``_readers``), keeps what later spans
-of the trace need (``_trace_buffer``), and lets the rules pick it (``_rules``). A picked span is
-held (``_held``) and its ``ScoringRequest`` goes to the engine (``_engine``) as one job per rule;
-the writers (``_writers``) put each outcome on the held span, on a carrier span, in metrics and
-log records. Every other span goes straight on to the export processor.
+``route`` (which ``on_end`` is) is the only router. For every ended span, on the thread that
+ends it, it takes the trace-sampling decision once (``_sampling.TracePicker``, by trace id); a
+span no rule can pick goes straight to the export processor. Any other span is read (by its
+decorator's ``CallRecord`` when it has one, else by the first reader of the runtime's that
+accepts it), noted in the trace buffer (documents, tool calls), matched against the rules once
+(``_rules.select``) and admitted by their limits; a picked span is held (``_held``) and its jobs
+go to the engine's one bounded queue (``_engine``), which refuses rather than blocks: a refusal
+is counted and the span exported unscored. The engine runs the jobs on the loop and the writers
+(``_writers``) put each outcome on the held span, on a carrier span, in metrics and log
+records. ``force_flush`` and ``shutdown`` wait for the engine, then release what is held.
 
-``on_start``/``on_end`` never block and never raise. On the calling thread a span no rule can
-pick costs a few look-ups on its way to export; a span a rule may pick is queued with its
-decorator's record and routed (read, selected, held, its jobs queued) on the loop, in end order.
-A flush, shutdown, the deadline backstop and a caller past the queue's bound route what waits
-on their own thread.
+``tracescore serve`` uses the same path; its trace settler may take a picked span whose scorers
+need the whole trace (``defer``) and give it back with ``score_deferred`` once the trace is
+complete, with the rules already selected.
+
+``on_start``/``on_end`` never raise.
 """
 
 from __future__ import annotations
@@ -20,21 +25,19 @@ import os
 import threading
 import time
 import weakref
-from collections import Counter, deque
+from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor
 from opentelemetry.trace import StatusCode
 
-from . import _handoff, _loop
+from . import _loop
 from . import _semconv as sc
-from ._engine import Deferred, Engine, Job
-from ._handoff import CallRecord
-from ._held import DeadlineBackstop, Held, HeldSpans, with_events
+from ._engine import Engine, Job
+from ._held import HeldSpans
 from ._otel_compat import span_context
-from ._readers import Content, Reader, attributes_of, reader_for, scope_name
-from ._readers._turns import finish, no_documents_reason, route
+from ._readers import READERS, Content, Reader, _turns, attributes_of, reader_for, scope_name
 from ._request import ScoringRequest
 from ._rules import CompiledRule, Selected, select
 from ._sampling import TracePicker
@@ -51,52 +54,15 @@ _SWEEP_COALESCE = 0.05
 # The deadline of a shutdown that follows a flush which missed its own (a hung scorer or
 # backend): enough to hand over what is held, not another full wait on the same hang.
 _SHUTDOWN_AFTER_MISSED_FLUSH = 1.0
-# Spans routed per hold of the routing lock, and per drain of the loop: the loop gets back to
-# its jobs, and a thread waiting for the lock waits for one batch at most.
-_ROUTE_BATCH = 256
 
 __all__ = ["ScoreEvent", "ScoringSpanProcessor", "Stats"]
-
-
-class _Pending(Deferred):
-    """A span waiting for its jobs, which are built when the loop starts the first of them:
-    everything the build needs in one object. A backlog of waiting spans is what the garbage
-    collector walks, so this is the only object a waiting span adds to its held copy: its rules
-    come as a tuple shared by every span the same rules picked, its content as plain fields."""
-
-    __slots__ = ("processor", "held", "reader", "kind", "scope", "read", "input", "output",
-                 "error", "missing", "tool_calls", "context", "on_error")
-
-    def __init__(self, processor: ScoringSpanProcessor, held: Held, reader: Reader,
-                 kind: str | None, scope: str, content: Content | None,
-                 context: tuple[tuple[Any, ...], tuple[Any, ...], Any],
-                 picked: tuple[tuple[CompiledRule, ...], tuple[bool, ...]]) -> None:
-        self.rules, self.on_error = picked
-        self.processor = processor
-        self.held = held
-        self.reader = reader
-        self.kind = kind
-        self.scope = scope
-        self.read = content is not None
-        if content is not None:
-            self.input, self.output, self.error, self.missing, self.tool_calls = content
-        self.context = context
-
-    def content(self) -> Content | None:
-        """What the reader read when the span was routed, or None (read it at the build)."""
-        if not self.read:
-            return None
-        return Content(self.input, self.output, self.error, self.missing, self.tool_calls)
-
-    def build(self) -> list[Job]:
-        return self.processor._jobs(self)
 
 
 class ScoringSpanProcessor(SpanProcessor):
     """Holds sampled spans until their scores are attached, then hands them downstream.
 
     Args:
-        downstream: the processor that exports (usually a ``BatchSpanProcessor``), or None to
+        downstream: the processor that exports (tracescore's ``ExportProcessor``), or None to
             export nothing.
         rules: compiled scoring rules.
         score_timeout: seconds a sampled span is held for its scores before it is exported
@@ -114,10 +80,12 @@ class ScoringSpanProcessor(SpanProcessor):
             default: a ``TraceBuffer`` with its default bounds, when a rule's scorer needs
             context or tool calls.
         writers: further destinations of scores, after the built-in ones.
-        route_on_loop: route spans that may be scored on the loop, after ``on_end`` returns
-            (default); False routes them inside ``on_end``, on the thread that ends them, so
-            that the counters and the queue reflect a span as soon as it ended (the scoring
-            service's admission control reads them per request).
+        readers: the span readers asked in order (the runtime's; default ``READERS``).
+        ending: the runtime's table of decorated calls ending now (``Runtime.ending``), where a
+            span's ``CallRecord`` is found; default: none.
+        defer: ``(span) -> bool``, asked for a picked span whose scorers need its trace's
+            documents or tool calls: True when the caller keeps it and gives it back later
+            with ``score_deferred`` (the service's trace settler); default: none.
     """
 
     def __init__(
@@ -135,13 +103,19 @@ class ScoringSpanProcessor(SpanProcessor):
         telemetry: Any = None,
         trace_buffer: TraceBuffer | None = None,
         writers: Sequence[Any] = (),
-        route_on_loop: bool = True,
+        readers: tuple[Reader, ...] = READERS,
+        ending: dict[tuple[int, int], Any] | None = None,
+        defer: Callable[[ReadableSpan], bool] | None = None,
     ) -> None:
         self._downstream = downstream
-        self._rules = list(rules)
+        self._put = getattr(downstream, "put", None)
+        self._rules = tuple(rules)
         self._score_timeout = score_timeout
         self.flush_timeout = flush_timeout
         self._telemetry = telemetry
+        self._readers = readers
+        self._ending: dict[tuple[int, int], Any] = ending if ending is not None else {}
+        self._defer = defer
         self._stats = Stats()
         self._lock = threading.Lock()
         # An export processor that reports what the exporter accepted and what it dropped
@@ -157,18 +131,21 @@ class ScoringSpanProcessor(SpanProcessor):
         self._sweep_armed = False  # loop-thread only
         self._wants_tool_calls = any(r.scorer.uses_tool_calls or r.tool_results_as_context
                                      for r in self._rules)
-        #: Whether any rule's sample picks a trace (by its id); the decorators ask it too.
+        #: The trace-sampling decision of every rule, once per trace (the decorators ask too).
         self.picks = TracePicker([(r.sample_rate, r.salt) for r in self._rules])
         self._score_errors = any(r.score_errors for r in self._rules)
         wants_buffer = self._wants_tool_calls or any(r.scorer.uses_context for r in self._rules)
         # Every span of a trace is routed when a rule needs what its other spans left (else
         # only traces a rule may pick). The buffer also tells a span what ended beneath it
-        # (one score per model call and per agent turn), so any rule gets one.
+        # (one score per model call and per agent turn, ``_readers._turns``), so any rule
+        # gets one.
         self._route_all = trace_buffer is not None or wants_buffer
         self._buffer = trace_buffer if trace_buffer is not None else (
             TraceBuffer() if self._rules else None)
+        # Spans the ``defer`` hook kept, with what routing found, until ``score_deferred``.
+        self._deferred: dict[tuple[int, int],
+                             tuple[Reader, str | None, list[Selected], Any]] = {}
         self._held = HeldSpans(self._export, self._stats, max_held_spans)
-        self._backstop = DeadlineBackstop(self._held)
         self._span_events = SpanEventWriter(self._held, self._export, self._stats)
         chain: list[Any] = [self._span_events]
         if telemetry is not None:
@@ -176,24 +153,9 @@ class ScoringSpanProcessor(SpanProcessor):
         if on_score is not None:
             chain.append(CallbackWriter(on_score))
         chain.extend(writers)
-        # Spans that may be scored wait here, in end order, with their decorator's record,
-        # to be routed (read, matched against the rules, held) on the loop instead of on the
-        # thread that ended them. One router at a time keeps that order (a trace's documents
-        # reach the buffer before its later spans ask for them); reentrant, since a flush may
-        # come from code the routing runs. Past ``_max_routes`` waiting spans, the thread
-        # that ends one routes them all itself.
-        self._routes: deque[tuple[ReadableSpan, CallRecord | None]] = deque()
-        self._routing = threading.RLock()
-        self._max_routes = max(1, int(max_queue_size)) if route_on_loop else 0
-        self._route_runs = 0  # routings done; the backstop tells a stalled loop by it
-        self._route_runs_seen = -1
-        self._picked_sets: dict[tuple[tuple[int, bool], ...],
-                                tuple[tuple[CompiledRule, ...], tuple[bool, ...]]] = {}
         self._engine = Engine(chain, concurrency=max_concurrency,
                               max_queue_size=max_queue_size, job_timeout=job_timeout,
-                              on_drain=self._arm_sweep, feed=self._route_on_loop,
-                              feed_waiting=lambda: bool(self._routes))
-        self._backstop.also = self._route_stalled
+                              on_drain=self._arm_sweep)
         if not self._rules and self._export_reports and downstream is not None:
             # Nothing to score: the export processor's own on_end takes every span (it never
             # raises and counts what it accepts), without a hop through this one.
@@ -201,6 +163,11 @@ class ScoringSpanProcessor(SpanProcessor):
         _processors.add(self)
 
     # -- counters ------------------------------------------------------------------------------
+    @property
+    def rules(self) -> tuple[CompiledRule, ...]:
+        """The compiled rules."""
+        return self._rules
+
     @property
     def stats(self) -> Stats:
         """The live counters (``Tracescore.stats()`` hands out copies)."""
@@ -238,186 +205,115 @@ class ScoringSpanProcessor(SpanProcessor):
                 logger.debug("tracescore export processor failed in on_start", exc_info=True)
 
     def on_end(self, span: ReadableSpan) -> None:
-        """Export ``span`` now when no rule can pick it; else queue it, with its decorator's
-        record, to be routed on the loop (``_route_waiting``). On the thread that ends the span
-        this costs a look-up, an append and, when the loop is not polling, a wake-up. That
-        thread routes what waits itself when the loop cannot run, when more than
-        ``max_queue_size`` spans wait for a stalled loop, or always with ``route_on_loop=False``
-        (it may then wait for one batch another thread routes). Never raises."""
+        """Route ``span`` (see ``route``). Never raises."""
+        self.route(span)
+
+    def route(self, span: ReadableSpan, encoded: int | None = None, *,
+              forward: bool = True) -> str:
+        """The one router: export ``span`` now when no rule can pick it, else read it, match
+        it against the rules and hold it for the jobs the engine accepted. Never raises.
+
+        Args:
+            span: the ended span.
+            encoded: the span's OTLP size when the caller measured it already (the service),
+                handed to the export processor with the span.
+            forward: export a span no rule picked (False: the caller forwarded every span
+                already, the service's ``forward_first`` mode).
+
+        Returns:
+            ``"passed"`` (exported, or to be: no job), ``"scored"`` (held for its jobs) or
+            ``"deferred"`` (kept by the ``defer`` hook).
+        """
         try:
             ctx = span_context(span)
-            if ctx is not None and self._rules and not self._closed and (
-                    self._route_all or self.picks(ctx.trace_id) or (
+            if ctx is not None and self._rules and not self._closed:
+                sampled = self.picks.decide(ctx.trace_id)
+                if (True in sampled or self._route_all or (
                         self._score_errors and span.status.status_code is StatusCode.ERROR)):
-                # Otherwise no rule can pick this span whatever it matches (the same picks as
-                # ``_rules.select``, by trace id or for a failure), and no trace context is
-                # kept: it goes straight to export (most spans, at a low sample rate).
-                routes = self._routes
-                routes.append((span, _handoff.record_of(ctx.trace_id, ctx.span_id)))
-                # The backstop routes what waits should the loop stall (the loop is shared:
-                # another configuration's scorer may block it). One attribute test once it runs.
-                self._backstop.ensure_started()
-                if len(routes) > self._max_routes or not (
-                        self._engine.polling or self._engine.wake()) or self._closed:
-                    # The loop is behind, cannot run, or shutdown raced this span: route
-                    # what waits here (shutdown's own pass may have gone already).
-                    self._route_waiting()
-                return
+                    # Otherwise no rule can pick this span whatever it matches, and no trace
+                    # context is kept: it goes straight to export (most spans, at a low rate).
+                    outcome = self._route(span, ctx, sampled)
+                    if outcome != "passed":
+                        return outcome
+        except Exception:
+            logger.warning("tracescore failed to schedule scoring for span %r; it is exported "
+                           "unscored and the application is unaffected", span.name, exc_info=True)
+        if forward:
+            self._export(span, encoded)
+        return "passed"
+
+    def _route(self, span: ReadableSpan, ctx: Any, sampled: tuple[bool, ...]) -> str:
+        attrs = attributes_of(span)
+        if attrs.get(sc.TRACESCORE_EVALUATION_CARRIER):
+            return "passed"
+        # A span of tracescore's decorators is read through its call's record (full values).
+        record = self._ending.get((ctx.trace_id, ctx.span_id)) if self._ending else None
+        reader: Reader = record if record is not None else reader_for(span, self._readers)
+        # The span's kind, and whether it wraps another of its kind (``_readers._turns``).
+        kind, wrapper, beneath = _turns.route(reader, span, self._buffer,
+                                              parent_links=self._wants_tool_calls)
+        selected = select(self._rules, sampled, kind=kind, name=span.name, attributes=attrs,
+                          scope=scope_name(span),
+                          failed=span.status.status_code is StatusCode.ERROR, span=span,
+                          wrapper=wrapper)
+        if (selected and self._defer is not None
+                and any(s.rule.scorer.uses_context or s.rule.scorer.uses_tool_calls
+                        for s in selected)):
+            key = (ctx.trace_id, ctx.span_id)
+            self._deferred[key] = (reader, kind, selected, beneath)
+            if self._defer(span):
+                return "deferred"
+            self._deferred.pop(key, None)
+        return self._score(span, ctx, reader, kind, selected, beneath)
+
+    def score_deferred(self, span: ReadableSpan) -> None:
+        """Score a span the ``defer`` hook kept, with the rules selected when it was routed
+        (its trace is complete now). Never raises."""
+        try:
+            ctx = span.context
+            entry = self._deferred.pop((ctx.trace_id, ctx.span_id), None) if ctx else None
+            if entry is not None and not self._closed:
+                reader, kind, selected, beneath = entry
+                if self._score(span, ctx, reader, kind, selected, beneath) != "passed":
+                    return
         except Exception:
             logger.warning("tracescore failed to schedule scoring for span %r; it is exported "
                            "unscored and the application is unaffected", span.name, exc_info=True)
         self._export(span)
 
-    def _route_on_loop(self) -> int:
-        """The engine's feed, at each drain of the loop: route the spans that waited when it
-        began, one batch (``_ROUTE_BATCH``) at most. Spans that end meanwhile wait for the next
-        drain, so under sustained load the loop still runs the jobs it takes between routings
-        (past the bound, the threads that end spans route them). Returns how many."""
-        return self._route_waiting(min(len(self._routes), _ROUTE_BATCH))
-
-    def _route_waiting(self, most: int | None = None) -> int:
-        """Route every span waiting in ``_routes`` (or the first ``most``), in end order, on
-        this thread (the loop, a flush, shutdown, the backstop, or a caller past the bound).
-        On the loop it routes nothing while another thread routes (it never waits for one).
-        Returns how many."""
-        routes = self._routes
-        routed = 0
-        more = True
-        # The loop never waits for another router: that thread may be waiting for the loop
-        # (a rule's predicate that flushes), and it routes what waits anyway.
-        wait = not _loop.is_loop_thread()
-        while more:
-            # The lock is taken at least once: a span another thread took off the queue is
-            # routed (held or exported) once this returns, so a flush does not overtake it.
-            # A bounded batch per hold: a caller past the bound waits for one batch at most.
-            if not self._routing.acquire(blocking=wait):
-                break
-            try:
-                for _ in range(_ROUTE_BATCH):
-                    if most is not None and routed >= most:
-                        more = False
-                        break
-                    try:
-                        span, record = routes.popleft()
-                    except IndexError:
-                        more = False
-                        break
-                    routed += 1
-                    try:
-                        held = (self._route(span) if record is None
-                                else _handoff.reading(span, record, self._route))
-                    except Exception:
-                        logger.warning("tracescore failed to schedule scoring for span %r; it "
-                                       "is exported unscored and the application is "
-                                       "unaffected", span.name, exc_info=True)
-                        held = False
-                    if not held:
-                        self._export(span)
-            finally:
-                self._routing.release()
-        self._route_runs += 1
-        return routed
-
-    def _count_closed(self, span: ReadableSpan, trace_id: int, attrs: Any,
-                      failed: bool) -> None:
-        """A span queued before shutdown closed the processor and routed after it (it ended
-        during shutdown's flush) goes out unscored: the jobs it would have had are counted as
-        dropped, as shutdown counts the jobs it stops."""
-        try:
-            reader = reader_for(span)
-            selected = select(self._rules, trace_id=trace_id, kind=reader.kind(span),
-                              name=span.name, attributes=attrs, scope=scope_name(span),
-                              failed=failed, span=span)
-        except Exception:
-            logger.debug("tracescore could not count the jobs of a span ended during "
-                         "shutdown", exc_info=True)
-            return
-        if selected:
-            self._count_dropped(Counter(choice.rule.scorer_id for choice in selected))
-
-    def _route_stalled(self) -> None:
-        """The backstop's look: route the waiting spans when the loop has not routed since the
-        last look (a scorer or ``on_score`` callback blocks its thread)."""
-        runs = self._route_runs
-        if self._routes and runs == self._route_runs_seen:
-            self._route_waiting()
-        self._route_runs_seen = runs
-
-    def _route(self, span: ReadableSpan) -> bool:
-        """True when the span is held for scoring (and will be exported later). Runs where
-        ``_route_waiting`` runs, with the span's decorator record announced (``_handoff``), for
-        a span ``on_end`` queued: one a rule may pick (``on_end`` asked)."""
-        ctx = span.context
-        if ctx is None:
-            return False
-        failed = span.status.status_code is StatusCode.ERROR
-        attrs = attributes_of(span)
-        if attrs.get(sc.TRACESCORE_EVALUATION_CARRIER):
-            return False
-        if self._closed:
-            self._count_closed(span, ctx.trace_id, attrs, failed)
-            return False
+    def _score(self, span: ReadableSpan, ctx: Any, reader: Reader, kind: str | None,
+               selected: list[Selected], beneath: Any) -> str:
+        """Admit, hold and queue the jobs of the ``selected`` rules; the trace buffer forgets
+        the trace once its local root is routed."""
         buffer = self._buffer
-        reader = reader_for(span)
-        # The span's kind, and whether it wraps another of its kind (``_readers._turns``).
-        kind, wrapper, beneath = route(reader, span, buffer,
-                                       parent_links=self._wants_tool_calls)
-        scope = scope_name(span)
-        selected = select(self._rules, trace_id=ctx.trace_id, kind=kind, name=span.name,
-                          attributes=attrs, scope=scope, failed=failed, span=span,
-                          wrapper=wrapper)
-        admitted = self._admit(selected) if selected else []
-        context: tuple[tuple[Any, ...], tuple[Any, ...], Any] = ((), (), beneath)
-        if admitted and buffer is not None:
-            # Taken now: the trace's local root may end (and the buffer forget the trace)
-            # before the loop builds the request.
-            context = (buffer.documents(ctx.trace_id),
-                       buffer.tool_calls_under(ctx.trace_id, ctx.span_id)
-                       if self._wants_tool_calls else (), beneath)
-        if buffer is not None and (span.parent is None or span.parent.is_remote):
-            buffer.end_trace(ctx.trace_id)  # the local root ended: nothing later needs it
-        if not admitted:
-            return False
-        # The span waits for its scores as a plain copy (the same values in plain containers,
-        # see ``with_events``): the SDK's span keeps a lock and a bounded container per list,
-        # two thirds of the objects the garbage collector would walk for every waiting span,
-        # and dropped here they never reach it.
-        held = self._held.hold(with_events(span, ()), len(admitted),
-                               time.monotonic() + self._score_timeout)
+        local_root = span.parent is None or span.parent.is_remote
+        try:
+            admitted = self._admit(selected) if selected else []
+            if not admitted:
+                return "passed"
+            context: tuple[tuple[Any, ...], tuple[Any, ...]] = ((), ())
+            if buffer is not None:
+                context = (buffer.documents(ctx.trace_id),
+                           buffer.tool_calls_under(ctx.trace_id, ctx.span_id)
+                           if self._wants_tool_calls else ())
+        finally:
+            if buffer is not None and local_root:
+                buffer.end_trace(ctx.trace_id)  # the local root ended: nothing later needs it
+        content = _turns.finish(span, kind, reader.read(span, kind), beneath,
+                                lambda other: reader_for(other, self._readers))
+        request = self._request(span, ctx, kind, content, context,
+                                None if context[0] else _turns.no_documents_reason(reader, span))
+        held = self._held.hold(span, len(admitted), time.monotonic() + self._score_timeout)
         if held is None:
             self._count_skips(admitted, "held_spans_full")
-            return False
-        # Only what is gone once the routing returns is read now (the decorators' full values,
-        # announced for it); the request itself is built when a consumer takes the job.
-        content = reader.read(span, kind) if reader.volatile else None
-        if self._engine.submit(_Pending(self, held, reader, kind, scope, content, context,
-                                        self._picked(admitted))):
+            return "passed"
+        if self._engine.submit([Job(request, s.rule, s.on_error, span) for s in admitted]):
             with self._lock:
                 self._stats.spans_scored += 1
-            return True
+            return "scored"
         self._count_skips(admitted, "queue_full")
-        # False: a flush or shutdown exported it meanwhile (the skip still happened).
-        return not self._held.unhold(held)
-
-    def _jobs(self, pending: _Pending) -> list[Job]:
-        """On the loop thread: the span's request and one job per admitted rule."""
-        span = pending.held.span
-        request = self._request(span, pending.reader, pending.kind, pending.scope,
-                                span.attributes, pending.content(), pending.context)
-        return [Job(request, rule, on_error, span)
-                for rule, on_error in zip(pending.rules, pending.on_error, strict=True)]
-
-    def _picked(self, admitted: list[Selected]) -> tuple[tuple[CompiledRule, ...],
-                                                        tuple[bool, ...]]:
-        """The admitted rules and their on-error flags as tuples, the same objects for every
-        span the same rules picked (the rule sets seen are few: kept up to 256)."""
-        key = tuple([(id(s.rule), s.on_error) for s in admitted])
-        picked = self._picked_sets.get(key)
-        if picked is None:
-            picked = (tuple([s.rule for s in admitted]), tuple([s.on_error for s in admitted]))
-            if len(self._picked_sets) < 256:
-                self._picked_sets[key] = picked
-        return picked
+        # A flush or shutdown may have exported it meanwhile (the skip still happened).
+        return "passed" if self._held.unhold(held) else "scored"
 
     def _admit(self, selected: list[Selected]) -> list[Selected]:
         """Apply the held-span cap, each rule's rate limit and budget (they count at the
@@ -434,15 +330,10 @@ class ScoringSpanProcessor(SpanProcessor):
                 self._count_skips([choice], reason)
         return admitted
 
-    def _request(self, span: ReadableSpan, reader: Reader, kind: str | None, scope: str,
-                 attrs: Any, content: Content | None,
-                 context: tuple[tuple[Any, ...], tuple[Any, ...], Any]) -> ScoringRequest:
-        ctx = span.context
-        assert ctx is not None
-        documents, tool_calls, beneath = context
-        if content is None:
-            content = reader.read(span, kind)
-        content = finish(span, kind, content, beneath, reader_for)
+    def _request(self, span: ReadableSpan, ctx: Any, kind: str | None, content: Content,
+                 context: tuple[tuple[Any, ...], tuple[Any, ...]],
+                 documents_missing: str | None) -> ScoringRequest:
+        documents, tool_calls = context
         if not tool_calls and content.tool_calls:
             tool_calls = content.tool_calls  # a model turn's requested calls
         status = span.status.status_code
@@ -456,15 +347,15 @@ class ScoringSpanProcessor(SpanProcessor):
             parent_span_id=span.parent.span_id if span.parent else None,
             span_name=span.name,
             kind=kind,
-            attributes=attrs,
-            scope=scope,
+            attributes=span.attributes,
+            scope=scope_name(span),
             start_time=span.start_time or 0,
             end_time=span.end_time or 0,
             status=("error" if status is StatusCode.ERROR
                     else "ok" if status is StatusCode.OK else "unset"),
             error=content.error,
             content_missing=content.missing,
-            documents_missing=None if documents else no_documents_reason(reader, span),
+            documents_missing=documents_missing,
         )
 
     def _count_skips(self, selected: Sequence[Selected], reason: str) -> None:
@@ -493,11 +384,14 @@ class ScoringSpanProcessor(SpanProcessor):
                     self._telemetry.record_dropped(scorer_id, n)
 
     # -- export --------------------------------------------------------------------------------
-    def _export(self, span: ReadableSpan) -> None:
+    def _export(self, span: ReadableSpan, encoded: int | None = None) -> None:
         if self._downstream is None:
             return
         try:
-            self._downstream.on_end(span)
+            if encoded is not None and self._put is not None:
+                self._put(span, encoded)  # the export processor's on_end, size known
+            else:
+                self._downstream.on_end(span)
             if not self._export_reports:
                 with self._lock:
                     self._stats.spans_exported += 1
@@ -545,17 +439,14 @@ class ScoringSpanProcessor(SpanProcessor):
         budget = _seconds(timeout_millis)
         deadline = time.monotonic() + budget
         reserve = max(budget * 0.2, min(budget * 0.5, 0.25))
-        # Spans that ended before this call and wait to be routed are routed here (held for
-        # their scores or exported), or waited for while the loop routes them.
-        self._route_waiting()
         if _loop.is_loop_thread():
             # Called by a scorer or an on_score callback: no job can finish while it waits.
             idle = self._engine.pending == 0
         else:
             idle = self._engine.wait_idle(max(0.0, deadline - reserve - time.monotonic()))
         remaining = self._held.release_all()
-        # A span the backstop (or the loop's sweep) released is still being handed over on
-        # its thread: the export processor's flush must come after it, or misses it.
+        # A span the loop's sweep released is still being handed over on its thread: the
+        # export processor's flush must come after it, or misses it.
         flushed = self._held.wait_handed_over(_left(deadline))
         if self._downstream is not None:
             downstream = self._downstream
@@ -591,8 +482,8 @@ class ScoringSpanProcessor(SpanProcessor):
         deadline = time.monotonic() + _seconds(timeout_millis)
         self.force_flush(timeout_millis)
         self._closed = True  # from now on on_end exports every span directly
-        self._route_waiting()  # spans that ended during the flush: exported (closed)
-        self._backstop.stop()
+        # Jobs of spans that ended during the flush (and any still running) are dropped and
+        # counted; their spans are released just below.
         self._count_dropped(self._engine.shutdown(_left(deadline),
                                                   on_late_drop=self._count_dropped))
         self._held.release_all()
@@ -630,10 +521,8 @@ class ScoringSpanProcessor(SpanProcessor):
         # The parent exports the spans it held and the engine's jobs did not survive fork():
         # the child forgets them (exporting them too would duplicate them).
         self._lock = threading.Lock()
-        # Spans waiting to be routed are the parent's, which exports them.
-        self._routes.clear()
-        self._routing = threading.RLock()
         self._held.forget_all()
+        self._deferred.clear()
         self._span_events.after_fork_in_child()
         for rule in self._rules:
             rule.after_fork_in_child()
@@ -641,7 +530,6 @@ class ScoringSpanProcessor(SpanProcessor):
             self._buffer.after_fork_in_child()
         self._sweep_armed = False
         self._export_call = None
-        self._backstop.after_fork_in_child()
 
 
 class _Call:

@@ -4,7 +4,7 @@
 ready for the hot path. It matches on plain values that every span source has (the normalised
 kind, the span's name, attributes, instrumentation scope and error status); only a user's
 predicate gets the span object itself. Selection is
-deterministic per trace id (``_sampling.trace_sampled``); rate limits and judge budgets count at
+deterministic per trace id (``_sampling.TracePicker``); rate limits and judge budgets count at
 the span's end.
 """
 
@@ -23,7 +23,6 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from ._errors import ConfigurationError
 from ._limits import Budget, HourlyBudget, RateLimiter, TokenBucket
 from ._request import KINDS
-from ._sampling import trace_sampled
 from ._scorer import as_scorer
 
 if TYPE_CHECKING:
@@ -129,19 +128,20 @@ class Selected(NamedTuple):
     on_error: bool
 
 
-def select(rules: Sequence[CompiledRule], *, trace_id: int, kind: str | None, name: str,
-           attributes: Mapping[str, Any], scope: str, failed: bool, span: Any,
-           wrapper: bool = False) -> list[Selected]:
-    """The rules that match a span and whose trace-id sample picks its trace (or that score
-    every failed span). Limits are not applied here: see ``CompiledRule.admit``."""
+def select(rules: Sequence[CompiledRule], sampled: Sequence[bool], *, kind: str | None,
+           name: str, attributes: Mapping[str, Any], scope: str, failed: bool,
+           span: Any, wrapper: bool = False) -> list[Selected]:
+    """The rules that match a span and whose trace-id sample picks its trace (``sampled``,
+    one decision per rule: ``_sampling.TracePicker.decide``), or that score every failed span.
+    A rule neither sampled nor scoring this failure is not matched at all (its predicate is not
+    run). ``wrapper``: the span wraps another of its kind (``_readers._turns``). Limits are not
+    applied here: see ``CompiledRule.admit``."""
     selected: list[Selected] = []
-    for rule in rules:
-        if not rule.matches(kind, name, attributes, scope, span, wrapper):
+    for rule, picked in zip(rules, sampled, strict=True):
+        if not (picked or (rule.score_errors and failed)):
             continue
-        if trace_sampled(trace_id, rule.sample_rate, rule.salt):
-            selected.append(Selected(rule, False))
-        elif rule.score_errors and failed:
-            selected.append(Selected(rule, True))
+        if rule.matches(kind, name, attributes, scope, span, wrapper):
+            selected.append(Selected(rule, not picked))
     return selected
 
 

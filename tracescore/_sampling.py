@@ -40,15 +40,18 @@ def trace_sampled(trace_id: int, rate: float, salt: str = "") -> bool:
 
 
 class TracePicker:
-    """Whether any of a set of ``(rate, salt)`` samples picks a trace, remembering the last
-    trace asked about (the spans of one trace end one after another, and the decorators ask
-    when a span starts as well as the span processor when it ends).
+    """The trace-sampling decision of a set of rules, made once per trace: for each
+    ``(rate, salt)`` sample whether it picks the trace. The last trace asked about is
+    remembered (the spans of one trace end one after another, and the decorators ask when a
+    span starts as well as the span processor when it ends), so the hashes are computed once.
 
     Args:
-        samples: ``(rate, salt)`` pairs, as ``trace_sampled`` takes them.
+        samples: ``(rate, salt)`` pairs, as ``trace_sampled`` takes them, one per rule.
 
     Example:
         >>> picks = TracePicker([(0.0, ""), (1.0, "")])
+        >>> picks.decide(0x5b8efff798038103d269b633813fc60c)
+        (False, True)
         >>> picks(0x5b8efff798038103d269b633813fc60c)
         True
     """
@@ -57,23 +60,24 @@ class TracePicker:
 
     def __init__(self, samples: list[tuple[float, str]] | tuple[tuple[float, str], ...]) -> None:
         self._samples = tuple((float(rate), str(salt)) for rate, salt in samples)
-        self._last: tuple[int, bool] = (-1, False)
-        # Known without hashing: a rate of 1 picks every trace, rates of 0 alone pick none.
-        self._fixed: bool | None = (
-            True if any(rate >= 1.0 for rate, _ in self._samples)
-            else False if all(rate <= 0.0 for rate, _ in self._samples) else None)
+        self._last: tuple[int, tuple[bool, ...]] = (-1, ())
+        # Known without hashing when every rate is 0 or 1.
+        self._fixed: tuple[bool, ...] | None = (
+            tuple(rate >= 1.0 for rate, _ in self._samples)
+            if all(rate >= 1.0 or rate <= 0.0 for rate, _ in self._samples) else None)
 
-    def __call__(self, trace_id: int) -> bool:
+    def decide(self, trace_id: int) -> tuple[bool, ...]:
+        """For each sample, in order, whether it picks ``trace_id``."""
         fixed = self._fixed
         if fixed is not None:
             return fixed
         last = self._last  # one read: a pair written whole by any thread
         if last[0] == trace_id:
             return last[1]
-        picked = False
-        for rate, salt in self._samples:
-            if trace_sampled(trace_id, rate, salt):
-                picked = True
-                break
-        self._last = (trace_id, picked)
-        return picked
+        decision = tuple(trace_sampled(trace_id, rate, salt) for rate, salt in self._samples)
+        self._last = (trace_id, decision)
+        return decision
+
+    def __call__(self, trace_id: int) -> bool:
+        """Whether any sample picks ``trace_id``."""
+        return True in self.decide(trace_id)

@@ -25,6 +25,7 @@ from ._input_caps import cap_kwargs
 from ._redact import redact_text
 from ._request import ScoreOutcome, ScoringRequest
 from ._rules import CompiledRule
+from ._runtime import RUNTIME
 from ._serialize import truncate, utf8_safe
 from ._waits import JobWaits
 
@@ -284,7 +285,7 @@ async def run_scorer(scorer: Any, kwargs: dict[str, Any]) -> ScorerOutcome:
     The scorer is given ``kwargs`` bounded by ``tracescore._input_caps`` (characters per value,
     documents per request, characters per document); what was cut is appended to the
     explanation."""
-    kwargs, cuts = cap_kwargs(kwargs)
+    kwargs, cuts = cap_kwargs(kwargs, RUNTIME.caps)
     outcome = await _run_scorer(scorer, kwargs)
     if not cuts:
         return outcome

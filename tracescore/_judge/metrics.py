@@ -13,7 +13,7 @@ import sys
 from typing import Any
 
 from tracescore import _semconv as sc
-from tracescore import _state
+from tracescore._runtime import RUNTIME
 
 from . import prices
 from .direct import ChatResponse
@@ -80,7 +80,7 @@ def record_call(model: str, duration: float, response: Any, error: BaseException
         error: what the call raised, or ``None``.
         transport: ``direct`` or ``litellm``, recorded as ``tracescore.judge.transport``.
     """
-    telemetry = _state.telemetry
+    telemetry = RUNTIME.telemetry
     if telemetry is None:
         return
     try:

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import threading
 
-from tracescore import _env, _state
+from tracescore import _env
 from tracescore._errors import ConfigurationError, NoJudgeConfiguredError
+from tracescore._runtime import RUNTIME
 
 from .judge import Judge
 from .scrub import short_repr
@@ -41,7 +42,7 @@ def resolve_judge(model: str | Judge | None) -> Judge:
         return _judge_for(model)
     if model is not None:
         check_model_spec(model)
-    default = _state.default_judge
+    default = RUNTIME.judge
     if isinstance(default, Judge):
         return default
     if isinstance(default, str) and default.strip():

@@ -18,7 +18,9 @@ The scoring processor asks the registered readers in order and the first that ac
 reads it: tracescore's own, then the frameworks' (pydantic-ai, the OpenAI Agents SDK,
 LlamaIndex, LangGraph, CrewAI, DSPy: each a narrower view of a general source), OpenInference,
 OpenLLMetry, the OTel GenAI conventions; the generic reader, last, accepts every span. Adding
-a source is one new module with one ``Reader`` class, registered with ``register()``.
+a source is one new module with one ``Reader`` class, added to ``READERS``. A span made by
+tracescore's decorators in this process is read through its decorator's ``CallRecord``
+(``tracescore._calls``) instead, which has the full values.
 """
 
 from __future__ import annotations
@@ -38,47 +40,26 @@ from .openllmetry import OpenLLMetryReader
 from .pydantic_ai import PydanticAIReader
 from .tracescore import TracescoreReader
 
-__all__ = ["Content", "Reader", "attributes_of", "reader_for", "register", "scope_name",
-           "unregister"]
+__all__ = ["READERS", "Content", "Reader", "attributes_of", "reader_for", "scope_name"]
 
 # tracescore's own spans also carry OpenInference and GenAI attributes: its reader goes first.
 # OpenLLMetry before GenAI: traceloop's decorator spans may carry gen_ai.* too. Each accepts()
 # is one or two dictionary look-ups, so a span no reader wants (an HTTP or database-driver span)
-# costs a handful of look-ups and reaches the generic reader, whose kind is None.
-_readers: list[Reader] = [TracescoreReader(), PydanticAIReader(), OpenAIAgentsReader(),
-                          LlamaIndexReader(), LangChainReader(), CrewAIReader(), DSPyReader(),
-                          OpenInferenceReader(), OpenLLMetryReader(), GenAIReader(),
-                          GenericReader()]
+# costs a handful of look-ups and reaches the generic reader, whose kind is None. A runtime
+# (``tracescore._runtime.Runtime.readers``) holds the tuple its processor asks; this is the
+# default one.
+READERS: tuple[Reader, ...] = (
+    TracescoreReader(), PydanticAIReader(), OpenAIAgentsReader(), LlamaIndexReader(),
+    LangChainReader(), CrewAIReader(), DSPyReader(), OpenInferenceReader(), OpenLLMetryReader(),
+    GenAIReader(), GenericReader())
 
 
-def register(reader: Reader, *, first: bool = True) -> None:
-    """Add a reader; by default ahead of those registered before (more specific first). The
-    generic reader always stays last.
-
-    Raises:
-        TypeError: ``reader`` lacks a member of the ``Reader`` protocol.
-    """
-    if not isinstance(reader, Reader):
-        raise TypeError(f"{type(reader).__name__} is not a tracescore Reader (needs name, "
-                        "volatile, accepts, kind, observe, read)")
-    if first:
-        _readers.insert(0, reader)
-    else:
-        _readers.insert(max(0, len(_readers) - 1), reader)
-
-
-def unregister(reader: Reader) -> None:
-    """Remove a reader registered with ``register()``; unknown readers are ignored."""
-    if reader in _readers:
-        _readers.remove(reader)
-
-
-def reader_for(span: Any) -> Reader:
-    """The first registered reader that accepts ``span`` (the generic reader at worst)."""
-    for reader in _readers:
+def reader_for(span: Any, readers: tuple[Reader, ...] = READERS) -> Reader:
+    """The first of ``readers`` that accepts ``span`` (the last, generic one at worst)."""
+    for reader in readers:
         try:
             if reader.accepts(span):
                 return reader
         except Exception:  # a broken reader must not cost the span its export
             continue
-    return _readers[-1]
+    return readers[-1]

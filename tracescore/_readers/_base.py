@@ -40,11 +40,6 @@ class Reader(Protocol):
     """
 
     name: str
-    # True when what ``read`` needs is gone once the span's ``end()`` returns (tracescore's
-    # own spans: the decorator's full values). The processor then reads the span while it
-    # routes it, with the decorator's record announced again (``_handoff.reading``); every
-    # other reader is read later, when the loop builds the span's request.
-    volatile: bool
 
     def accepts(self, span: Any) -> bool: ...
 

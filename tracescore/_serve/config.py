@@ -6,7 +6,17 @@ A file is read as TOML when its name ends in ``.toml`` (stdlib ``tomllib``; ``to
 ``$``), as the OpenTelemetry Collector's configuration does; an unset variable without a
 default is an error that names it. Every field is checked and unknown fields are refused, so a
 typo is reported instead of ignored; ``ServeConfigError`` lists each bad field by its path
-(``rules[0].sample_rate: ...``).
+(``rules[0]: ScoringRule(sample_rate=2) ...``).
+
+The sections ``limits``, ``export`` and ``redaction`` validate into the very classes
+``configure()`` takes (``tracescore.LimitsOptions``, ``ExportOptions``, ``RedactionOptions``),
+with the same environment variables and defaults; the service's own defaults for three export
+fields are ``tracescore._options.SERVE_EXPORT_DEFAULTS`` (documented in docs/configuration.md).
+A rule is a ``tracescore.ScoringRule`` whose scorer is named (``scorer``/``factory`` and
+``options``); its other keys are ``ScoringRule``'s own, checked by it. The older section names
+(``scoring`` for ``limits``, ``limits`` for the Redis settings now under ``fleet``,
+``export.redact`` for ``redaction.foreign_spans``) are read for one more release with a
+``DeprecationWarning``.
 
 Example (YAML)::
 
@@ -22,13 +32,16 @@ from __future__ import annotations
 
 import re
 import sys
+import warnings
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from .. import _env
 from .._errors import ConfigurationError
+from .._options import SERVE_EXPORT_DEFAULTS, ExportOptions, LimitsOptions, RedactionOptions
+from .._rules import ScoringRule
 
 _REFERENCE = re.compile(r"\$\$|\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 MIB = 1024 * 1024
@@ -141,27 +154,20 @@ class Judge(_Model):
 
 
 class Rule(_Model):
-    """One ``ScoringRule``. ``scorer`` is a scorer id (``tracescore scorers`` lists them) built
-    with ``options``; ``factory`` (``module:callable``) builds a custom scorer instead and gets
-    ``options`` as keyword arguments. Span-bound values (``ground_truth``, ``inputs``) are span
-    attribute names: a file cannot hold callables."""
+    """One ``ScoringRule`` whose scorer is named: ``scorer`` is a scorer id (``tracescore
+    scorers`` lists them) built with ``options``; ``factory`` (``module:callable``) builds a
+    custom scorer instead and gets ``options`` as keyword arguments. Every other key is one of
+    ``ScoringRule``'s (``on``, ``sample_rate``, ``threshold``, ``name``, ``span_name``,
+    ``attributes``, ``scope``, ``score_errors``, ``ground_truth``, ``inputs``,
+    ``max_per_minute``, ``max_tokens_per_hour``, ``max_cost_per_hour``), checked by it; span-bound
+    values (``ground_truth``, ``inputs``) are span attribute names: a file cannot hold
+    callables."""
+
+    model_config = ConfigDict(extra="allow", frozen=True)
 
     scorer: str | None = None
     factory: str | None = None
     options: dict[str, Any] = {}
-    on: Literal["agent", "retrieval", "tool", "llm"] = "agent"
-    sample_rate: float = Field(default=1.0, ge=0.0, le=1.0)
-    threshold: float | None = None
-    name: str | None = None
-    span_name: str | None = None
-    attributes: dict[str, Any] | None = None
-    scope: str | None = None
-    score_errors: bool = False
-    ground_truth: str | None = None
-    inputs: dict[str, str] | None = None
-    max_per_minute: float | None = Field(default=None, gt=0)
-    max_tokens_per_hour: float | None = Field(default=None, gt=0)
-    max_cost_per_hour: float | None = Field(default=None, gt=0)
 
     @field_validator("factory")
     @classmethod
@@ -173,16 +179,36 @@ class Rule(_Model):
     def model_post_init(self, __context: Any) -> None:
         if (self.scorer is None) == (self.factory is None):
             raise ValueError("give exactly one of scorer (an id) or factory (module:callable)")
+        self.to_rule(_Named(self.scorer or self.factory or ""))  # checks the rule's own keys
+
+    @property
+    def fields(self) -> dict[str, Any]:
+        """The rule's ``ScoringRule`` keys as given."""
+        return dict(self.model_extra or {})
+
+    def to_rule(self, scorer: Any) -> ScoringRule:
+        """The ``ScoringRule`` of ``scorer`` with this rule's keys.
+
+        Raises:
+            ValueError: a key is unknown, or ``ScoringRule`` refuses a value.
+        """
+        try:
+            return ScoringRule(scorer=scorer, **self.fields)
+        except TypeError as exc:  # an unknown key
+            raise ValueError(str(exc).replace("ScoringRule.__init__()", "a rule")) from None
 
 
-class Scoring(_Model):
-    """The engine's bounds, as ``configure()`` takes them."""
+class _Named:
+    """Stands for a rule's scorer while the file's rule keys are checked."""
 
-    score_timeout: float = Field(default=30.0, gt=0)
-    max_concurrency: int = Field(default=8, gt=0)
-    max_queue_size: int = Field(default=1000, gt=0)
-    job_timeout: float | None = Field(default=None, gt=0)
-    max_held_spans: int | None = Field(default=None, gt=0)
+    requires_ground_truth = False
+    run_inputs = ()
+
+    def __init__(self, scorer_id: str) -> None:
+        self.id = scorer_id or "scorer"
+
+    async def arun(self, **kwargs: Any) -> Any:  # pragma: no cover - never run
+        raise NotImplementedError
 
 
 class Trace(_Model):
@@ -199,23 +225,6 @@ class Trace(_Model):
     max_traces: int = Field(default=100_000, gt=0)
 
 
-class Export(_Model):
-    """The export processor towards ``downstream`` (``tracescore._export``)."""
-
-    queue_bytes: int = Field(default=128 * MIB, gt=0)
-    batch_bytes: int = Field(default=3 * MIB, gt=0)
-    max_batch_spans: int = Field(default=2048, gt=0)
-    # 0: a span goes out as soon as the export thread is free (batches form while it sends),
-    # so a pass-through span waits for no timer.
-    schedule_delay: float = Field(default=0.0, ge=0)
-    retry_dir: str | None = None
-    retry_max_bytes: int = Field(default=512 * MIB, gt=0)
-    retry_max_age: float = Field(default=3600.0, gt=0)
-    # Received spans are redacted (names, attributes, events, links, resource) before they
-    # are forwarded or spooled (issue 22, docs/security.md); false forwards them as received.
-    redact: bool = True
-
-
 class Backpressure(_Model):
     """When requests are refused with RESOURCE_EXHAUSTED / HTTP 429 (``admission``)."""
 
@@ -223,7 +232,7 @@ class Backpressure(_Model):
     retry_after: float = Field(default=1.0, gt=0)
 
 
-class Limits(_Model):
+class Fleet(_Model):
     """Fleet-wide rate limits and budgets (``tracescore._limits_redis``); without
     ``redis_url`` every replica keeps its own."""
 
@@ -257,13 +266,28 @@ class ServeConfig(_Model):
     receivers: Receivers = Receivers()
     judge: Judge | None = None
     rules: list[Rule] = []
-    scoring: Scoring = Scoring()
+    limits: LimitsOptions = LimitsOptions()
     trace: Trace = Trace()
-    export: Export = Export()
+    export: ExportOptions = ExportOptions()
+    redaction: RedactionOptions = RedactionOptions()
     backpressure: Backpressure = Backpressure()
-    limits: Limits = Limits()
+    fleet: Fleet = Fleet()
     metrics_interval: float = Field(default=10.0, gt=0)
     shutdown_timeout: float = Field(default=20.0, gt=0)
+
+    @model_validator(mode="after")
+    def _resolved(self) -> ServeConfig:
+        # The None fields take the environment's values, else the defaults (the service's own
+        # for the export fields SERVE_EXPORT_DEFAULTS names), once, here.
+        object.__setattr__(self, "limits", self.limits.resolve())
+        object.__setattr__(self, "export", self.export.resolve(SERVE_EXPORT_DEFAULTS))
+        object.__setattr__(self, "redaction", self.redaction.resolve())
+        return self
+
+    @property
+    def scoring(self) -> LimitsOptions:
+        """The resolved ``limits`` (admission reads the queue and held-span bounds here)."""
+        return self.limits
 
 
 def expand(text: str) -> str:
@@ -330,6 +354,7 @@ def parse(text: str, *, toml: bool) -> ServeConfig:
                                "(downstream, rules, ...)")
     if not toml:
         _yaml_on(data)
+    _older_sections(data)
     try:
         return ServeConfig.model_validate(data)
     except ValidationError as exc:
@@ -351,6 +376,37 @@ def load(path: str | Path) -> ServeConfig:
         return parse(text, toml=path.suffix.lower() == ".toml")
     except ServeConfigError as exc:
         raise ServeConfigError(f"{path}: {exc}") from None
+
+
+_FLEET_KEYS = ("redis_url", "key_prefix", "lease_seconds", "refresh_interval")
+
+
+def _older_sections(data: dict[str, Any]) -> None:
+    """Read the section names of the previous release, with a ``DeprecationWarning``:
+    ``scoring`` is now ``limits``, the Redis keys of ``limits`` are now ``fleet``, and
+    ``export.redact`` is ``redaction.foreign_spans``."""
+    limits = data.get("limits")
+    if isinstance(limits, dict) and any(key in limits for key in _FLEET_KEYS):
+        warnings.warn("tracescore serve: the Redis settings moved from 'limits:' to 'fleet:' "
+                      "(docs/configuration.md)", DeprecationWarning, stacklevel=4)
+        data["fleet"] = {**data.get("fleet", {}), **limits}
+        del data["limits"]
+    export = data.get("export")
+    if isinstance(export, dict) and "redact" in export:
+        warnings.warn("tracescore serve: 'export: {redact: ...}' is now "
+                      "'redaction: {foreign_spans: ...}' (docs/configuration.md)",
+                      DeprecationWarning, stacklevel=4)
+        redaction = data.setdefault("redaction", {})
+        if isinstance(redaction, dict):
+            redaction.setdefault("foreign_spans", export.pop("redact"))
+    if "scoring" in data:
+        warnings.warn("tracescore serve: the 'scoring:' section is now 'limits:' "
+                      "(docs/configuration.md)", DeprecationWarning, stacklevel=4)
+        scoring = data.pop("scoring")
+        if isinstance(scoring, dict) and isinstance(data.get("limits", {}), dict):
+            data["limits"] = {**scoring, **data.get("limits", {})}
+        else:
+            data["limits"] = scoring
 
 
 def _yaml_on(data: dict[str, Any]) -> None:

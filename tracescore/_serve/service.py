@@ -3,15 +3,21 @@
 Per received span, in the order of the request:
 
 1. the trace settler notes it (``settle``);
-2. the readers say what it is and the rules whether any picks it (``_readers``, ``_rules``:
-   the same code and the same trace-id sampling as in process);
-3. a span no rule picks goes straight to the export processor (``_export``), after its
-   documents and tool calls are noted for later spans of its trace: no added latency;
-4. a picked span whose scorers judge the trace's documents or tool calls waits in the settler
-   until its trace is complete, then enters the ``ScoringSpanProcessor`` (``_processor``);
-   any other picked span enters it at once. The processor holds it, scores it and exports it
-   once with its scores (span event and attributes), or on a carrier span past
-   ``score_timeout``; score log records and metrics go to the same downstream.
+2. it goes to the ``ScoringSpanProcessor``'s router (``_processor``), exactly as a span ended in
+   process does: the readers say what it is, the rules whether any picks it (the same code and
+   the same trace-id sampling as in process), and a span no rule picks goes straight to the
+   export processor (``_export``), after its documents and tool calls are noted for later spans
+   of its trace: no added latency;
+3. a picked span whose scorers judge the trace's documents or tool calls is handed to the
+   settler (the processor's ``defer`` hook) until its trace is complete, then scored with the
+   rules selected when it arrived (``score_deferred``); any other picked span is held and
+   scored at once, and exported once with its scores (span event and attributes), or on a
+   carrier span past ``score_timeout``; score log records and metrics go to the same
+   downstream. In ``forward_first`` mode every span is forwarded first and the processor only
+   sends the scores (``forward.ScoresOnly``).
+
+The service builds a ``Runtime`` of its own (``_runtime``: readers, processor, telemetry) with
+the same builder as ``configure()`` (``_config.build_scoring``); it writes nothing global.
 
 Admission (``admission``) is decided for the whole request before any span of it is taken:
 either every span is accepted, and each is forwarded exactly once, or the request is refused
@@ -31,17 +37,10 @@ from typing import Any
 
 from opentelemetry.sdk.trace import ReadableSpan
 
-from .. import _semconv as sc
-from .. import _state
-from .._export.processor import SPAN_OVERHEAD, ExportProcessor
-from .._export.scrub import Scrubber
+from .._config import build_scoring, export_processor
+from .._export.processor import SPAN_OVERHEAD
 from .._export.size import span_size
-from .._export.spool import Spool
-from .._processor import ScoringSpanProcessor
-from .._readers import attributes_of, reader_for, scope_name
-from .._rules import select
-from .._telemetry import Telemetry
-from . import readers
+from .._runtime import Runtime
 from .admission import Admission, Refusal
 from .config import ServeConfig
 from .decode import count_log_records, spans_of
@@ -83,23 +82,18 @@ class ScoringService:
                  telemetry_enabled: bool = True,
                  settle_clock: Callable[[], float] = time.monotonic) -> None:
         self.config = config
-        self._reader = readers.install()
+        self.runtime = Runtime()
+        # Every scorer factory that takes a judge is given the file's (``build_rules``).
         self.judge = build_judge(config)
-        if self.judge is not None:
-            _state.default_judge = self.judge  # scorers built with model=None use it
+        self.runtime.judge = self.judge
+        _redaction(config)
         rules = build_rules(config, self.judge)
         self.rules, self.limit_store = fleet_limits(rules, config)
-        self._wait_ids = {id(r) for r in self.rules
-                          if r.scorer.uses_context or r.scorer.uses_tool_calls}
         self._wants_tool_calls = any(r.scorer.uses_tool_calls for r in self.rules)
         down = config.downstream
         exp = config.export
-        self.export = ExportProcessor(
-            span_exporter_override or OtlpSpanExporter(down), queue_bytes=exp.queue_bytes,
-            batch_bytes=exp.batch_bytes, max_batch_spans=exp.max_batch_spans,
-            schedule_delay=exp.schedule_delay,
-            spool=Spool(exp.retry_dir, exp.retry_max_bytes, exp.retry_max_age),
-            scrub=Scrubber(foreign=True) if exp.redact else None)
+        self.export = export_processor(span_exporter_override or OtlpSpanExporter(down), exp,
+                                       config.redaction)
         self._meter_provider: Any = None
         self._logger_provider: Any = None
         resource_attrs = {sc.SERVICE_NAME: config.service_name,
@@ -110,26 +104,18 @@ class ScoringService:
         self.buffer = ServiceTraceBuffer(reads_tool_calls=self._wants_tool_calls,
                                          clock=settle_clock, max_traces=trace.max_traces,
                                          max_bytes=trace.max_bytes)
-        holder: list[ScoringSpanProcessor] = []
-        self.telemetry = Telemetry(
+        self.forward_first = config.mode == "forward_first"
+        self.processor, self.telemetry = build_scoring(
+            self.runtime, self.rules, config.limits,
+            downstream=ScoresOnly(self.export) if self.forward_first else self.export,
+            flush_timeout=config.shutdown_timeout,
             meter_provider=self._meter_provider or _noop_meter_provider(),
             logger_provider=self._logger_provider or _noop_logger_provider(),
-            queue_size=lambda: holder[0].pending_jobs() if holder else 0,
-            held_spans=lambda: holder[0].held_spans() if holder else 0,
-            version=_version(),
-        )
-        scoring = config.scoring
-        self.forward_first = config.mode == "forward_first"
-        self.processor = ScoringSpanProcessor(
-            ScoresOnly(self.export) if self.forward_first else self.export, self.rules,
-            score_timeout=scoring.score_timeout,
-            max_concurrency=scoring.max_concurrency, max_queue_size=scoring.max_queue_size,
-            job_timeout=scoring.job_timeout, flush_timeout=config.shutdown_timeout,
-            max_held_spans=scoring.max_held_spans, telemetry=self.telemetry,
-            trace_buffer=self.buffer, route_on_loop=False)
-        holder.append(self.processor)
+            trace_buffer=self.buffer, defer=self._defer)
+        self.runtime.processor = self.processor
+        self.runtime.telemetry = self.telemetry
         self.settler = TraceSettler(
-            self.processor.on_end, self.buffer.finish, idle=trace.idle,
+            self.processor.score_deferred, self.buffer.finish, idle=trace.idle,
             settle_after_root=trace.settle_after_root, max_wait=trace.max_wait,
             max_bytes=trace.max_bytes, max_bytes_per_trace=trace.max_bytes_per_trace,
             max_traces=trace.max_traces, capacity=self._scoring_room,
@@ -208,43 +194,22 @@ class ScoringService:
         return None
 
     def _route(self, span: ReadableSpan, encoded: int | None = None) -> str:
-        # forward_first: every span went to export already (accept_traces).
-        forward = not self.forward_first
-        ctx = span.context
-        if ctx is None:
-            if forward:
-                self.export.put(span, encoded)
-            return "passed"
-        self.settler.seen(span)
-        attrs = attributes_of(span)
-        if attrs.get(sc.TRACESCORE_EVALUATION_CARRIER):
-            if forward:
-                self.export.put(span, encoded)
-            return "passed"
-        reader = reader_for(span)
-        kind = reader.kind(span)
-        selected = select(self.rules, trace_id=ctx.trace_id, kind=kind, name=span.name,
-                          attributes=attrs, scope=scope_name(span),
-                          failed=span.status.status_code.name == "ERROR", span=span) \
-            if self.rules else []
-        if not selected:
-            if self._wants_tool_calls:
-                self.buffer.add_span(ctx.trace_id, ctx.span_id,
-                                     span.parent.span_id if span.parent else None)
-            reader.observe(span, kind, self.buffer)
-            if forward:
-                self.export.put(span, encoded)
-            return "passed"
-        if any(id(s.rule) in self._wait_ids for s in selected) and self.settler.defer(
-                span, span_size(span)):
-            return "deferred"
-        self.processor.on_end(span)
-        return "scored"
+        """``passed``, ``deferred`` or ``scored``: the processor's router decides (in
+        ``forward_first`` mode every span went to export already, in ``accept_traces``)."""
+        if span.context is not None:
+            self.settler.seen(span)
+        return self.processor.route(span, encoded, forward=not self.forward_first)
+
+    def _defer(self, span: ReadableSpan) -> bool:
+        """The processor's ``defer`` hook: the settler keeps a picked span whose scorers need
+        its whole trace, and gives it back (``score_deferred``) once the trace is complete."""
+        return self.settler.defer(span, span_size(span))
 
     def _scoring_room(self) -> int:
         """Spans the engine can take now (each may need one job per rule)."""
         per_span = max(1, len(self.rules))
-        return (self.config.scoring.max_queue_size - self.processor.pending_jobs()) // per_span
+        limit = int(self.config.limits.max_queue_size or 0)
+        return (limit - self.processor.pending_jobs()) // per_span
 
     # -- state ---------------------------------------------------------------------------------
     def ready(self) -> bool:
@@ -336,7 +301,6 @@ class ScoringService:
                                  exc_info=True)
         if self.limit_store is not None:
             self.limit_store.stop()
-        readers.uninstall(self._reader)
         lost = sum(self.export.counts.values()) - self.export.counts.get("exported", 0)
         return bool(pending_scores and logs_ok and lost == 0)
 
@@ -370,11 +334,10 @@ def _noop_logger_provider() -> Any:
     return NoOpLoggerProvider()
 
 
-def _version() -> str:
-    # From the installed metadata: importing the package itself from here would make a cycle.
-    from importlib.metadata import PackageNotFoundError, version
+def _redaction(config: ServeConfig) -> None:
+    """The file's redaction patterns, on top of the built-in rules and the environment's."""
+    patterns = config.redaction.patterns
+    if patterns:
+        from .. import _redact
 
-    try:
-        return version("tracescore")
-    except PackageNotFoundError:
-        return ""
+        _redact.configure(list(patterns), None)

@@ -12,8 +12,8 @@ from typing import Any
 
 from .. import _env
 from .._errors import ConfigurationError
-from .._rules import CompiledRule, ScoringRule
-from .config import Downstream, Limits, Rule, ServeConfig, ServeConfigError
+from .._rules import CompiledRule
+from .config import Downstream, Fleet, Rule, ServeConfig, ServeConfigError
 
 logger = logging.getLogger("tracescore")
 
@@ -64,7 +64,7 @@ def _scorer(rule: Rule, judge: Any, where: str) -> Any:
 
 
 def build_rules(config: ServeConfig, judge: Any) -> list[CompiledRule]:
-    """Compile the file's rules (the same ``ScoringRule`` the in-process API takes).
+    """Compile the file's rules (each a ``ScoringRule``, as the in-process API takes them).
 
     Raises:
         ServeConfigError: a scorer cannot be built, a rule is invalid, or an LLM-judged
@@ -89,18 +89,9 @@ def build_rules(config: ServeConfig, judge: Any) -> list[CompiledRule]:
                             "TRACESCORE_JUDGE_MODEL")
             continue
         try:
-            scoring_rule = ScoringRule(
-                scorer=scorer, on=rule.on, sample_rate=rule.sample_rate,
-                threshold=rule.threshold, name=rule.name, span_name=rule.span_name,
-                attributes=rule.attributes, scope=rule.scope, score_errors=rule.score_errors,
-                ground_truth=rule.ground_truth, inputs=rule.inputs,
-                max_per_minute=rule.max_per_minute, max_tokens_per_hour=rule.max_tokens_per_hour,
-                max_cost_per_hour=rule.max_cost_per_hour,
-            )
-        except ConfigurationError as exc:
+            compiled.append(rule.to_rule(scorer).compile())
+        except ValueError as exc:
             problems.append(f"{where}: {exc}")
-            continue
-        compiled.append(scoring_rule.compile())
     if problems:
         raise ServeConfigError(f"{len(problems)} invalid rule(s):\n  " + "\n  ".join(problems))
     return compiled
@@ -108,22 +99,23 @@ def build_rules(config: ServeConfig, judge: Any) -> list[CompiledRule]:
 
 def fleet_limits(rules: list[CompiledRule], config: ServeConfig) -> tuple[list[CompiledRule], Any]:
     """Swap each rule's per-process rate limit and budget for the Redis-backed ones when
-    ``limits.redis_url`` is set. Returns the rules and the store (None without one)."""
-    limits: Limits = config.limits
+    ``fleet.redis_url`` is set. Returns the rules and the store (None without one)."""
+    limits: Fleet = config.fleet
     if limits.redis_url is None:
         return rules, None
     from .._limits_redis import RedisHourlyBudget, RedisStore, RedisTokenBucket
 
     store = RedisStore(limits.redis_url, refresh_interval=limits.refresh_interval)
     out = []
-    for index, (rule, spec) in enumerate(zip(rules, config.rules, strict=True)):
-        key = f"{limits.key_prefix}:{spec.name or f'rule{index}'}:{rule.scorer_id}"
-        bucket = (RedisTokenBucket(store, key, spec.max_per_minute,
-                                   lease_seconds=limits.lease_seconds)
-                  if spec.max_per_minute is not None else None)
-        budget = (RedisHourlyBudget(store, key, spec.max_tokens_per_hour, spec.max_cost_per_hour)
-                  if spec.max_tokens_per_hour is not None or spec.max_cost_per_hour is not None
-                  else None)
+    for index, (rule, rule_spec) in enumerate(zip(rules, config.rules, strict=True)):
+        spec = rule_spec.fields
+        per_minute = spec.get("max_per_minute")
+        tokens, cost = spec.get("max_tokens_per_hour"), spec.get("max_cost_per_hour")
+        key = f"{limits.key_prefix}:{spec.get('name') or f'rule{index}'}:{rule.scorer_id}"
+        bucket = (RedisTokenBucket(store, key, per_minute, lease_seconds=limits.lease_seconds)
+                  if per_minute is not None else None)
+        budget = (RedisHourlyBudget(store, key, tokens, cost)
+                  if tokens is not None or cost is not None else None)
         out.append(dataclasses.replace(rule, rate_limiter=bucket or rule.rate_limiter,
                                        budget=budget or rule.budget))
     store.start()

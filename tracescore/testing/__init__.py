@@ -11,6 +11,10 @@
   ``pytest11``): ``capscore`` (a ``CaptureScores``), ``scripted_judge`` and
   ``tracescore_evals`` (an ``EvalRunner``).
 * ``assert_passed``: an evaluation passed, or an assertion message with the per-scorer table.
+* ``runtime()``: the one test hook into tracescore's internals: the process's runtime, the
+  object ``configure()`` fills (``processor``, ``readers`` with ``add_reader``/``remove_reader``,
+  ``telemetry``, ``judge``, ``caps``). For tests of tracescore itself and of new readers; not a
+  stable API.
 
 Example:
     >>> def test_answer_is_scored(capscore):
@@ -27,6 +31,7 @@ Importing this package imports neither litellm nor pydantic.
 """
 
 from importlib.util import find_spec as _find_spec
+from typing import Any
 
 from ._capture import CaptureScores
 from ._eval_helpers import EvalRunner, assert_passed, failure_message
@@ -40,6 +45,24 @@ from ._judge_server import (
     prompt_of,
     schema_name_of,
 )
+
+
+def runtime() -> Any:
+    """The process's ``tracescore._runtime.Runtime``: what ``configure()`` built (its scoring
+    processor, span readers, telemetry, default judge, scorer input caps).
+
+    This is the one documented seam into tracescore's internals for tests (of tracescore
+    itself, or of a new span reader: ``runtime().add_reader(reader)`` before ``configure()``).
+    Its attributes may change between releases.
+
+    Example:
+        >>> tracescore.testing.runtime().add_reader(AcmeReader())
+        >>> tracescore.configure(scoring=[...])
+    """
+    from .._runtime import RUNTIME
+
+    return RUNTIME
+
 
 if _find_spec("pytest") is not None:  # without pytest, everything above still works
     from ._plugin import capscore, scripted_judge, tracescore_evals
@@ -58,6 +81,7 @@ __all__ = [
     "failure_message",
     "make_judge",
     "prompt_of",
+    "runtime",
     "schema_name_of",
     "scripted_judge",
     "span_as_dict",
