@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 
 import tracescore
+from tracescore import ConfigurationError
 from tracescore import _calibrate_stats as stats
 from tracescore._cli import main
-from tracescore._errors import ConfigurationError
 from tracescore.scorers import create_faithfulness_scorer
 from tracescore.testing import ScriptedJudge, make_judge
 from tracescore.testing._judge_server import prompt_of

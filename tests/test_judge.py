@@ -15,8 +15,7 @@ import pytest
 from opentelemetry import context as otel_context
 from pydantic import BaseModel
 
-from tracescore import _loop
-from tracescore._errors import (
+from tracescore import (
     ConfigurationError,
     InvalidJudgeOutputError,
     JudgeError,
@@ -24,6 +23,7 @@ from tracescore._errors import (
     JudgeTimeoutError,
     JudgeUnavailableError,
     NoJudgeConfiguredError,
+    _loop,
 )
 from tracescore._judge import Judge, resolve_judge
 from tracescore._suppress import PLAIN_KEY, is_suppressed, suppressed

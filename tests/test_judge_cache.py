@@ -13,7 +13,7 @@ from pydantic import BaseModel
 
 import tracescore
 from tests.otlp_receiver import HttpOtlpReceiver
-from tracescore._errors import ConfigurationError, InvalidJudgeOutputError, JudgeUnavailableError
+from tracescore import ConfigurationError, InvalidJudgeOutputError, JudgeUnavailableError
 from tracescore._judge import Judge, JudgeCacheInfo
 from tracescore._judge.cache import key_prefix
 from tracescore.scorers import create_faithfulness_scorer, create_hallucination_scorer

@@ -22,8 +22,7 @@ import pytest
 from pydantic import BaseModel
 
 import tracescore
-from tracescore import Judge
-from tracescore._errors import JudgeTimeoutError, JudgeUnavailableError
+from tracescore import Judge, JudgeTimeoutError, JudgeUnavailableError
 from tracescore.testing import CaptureScores, ScriptedJudge, make_judge
 
 NAME = "test_statements"
@@ -196,7 +195,8 @@ def test_time_queued_for_the_judge_does_not_count_against_the_job_timeout(
     judge_server.route(NAME, OneSlot(work=0.5))
     judge = make_judge(judge_server, timeout=10)
     with CaptureScores(judge_server) as capture:
-        capture.configure(judge=judge, job_timeout=1.5, score_timeout=60,
+        capture.configure(judge=judge,
+                          limits=tracescore.LimitsOptions(job_timeout=1.5, score_timeout=60),
                           scoring=[tracescore.ScoringRule(scorer=AsksTheJudge(judge),
                                                           on="agent")])
 
@@ -237,7 +237,8 @@ def test_a_job_timeout_says_whether_the_judge_call_was_queued_or_at_the_server(
     judge_server.route(NAME, ScriptedJudge.Reply(body=ANSWER, delay=5))
     judge = make_judge(judge_server, timeout=30)
     with CaptureScores(judge_server) as capture:
-        capture.configure(judge=judge, job_timeout=0.5, score_timeout=30,
+        capture.configure(judge=judge,
+                          limits=tracescore.LimitsOptions(job_timeout=0.5, score_timeout=30),
                           scoring=[tracescore.ScoringRule(scorer=AsksTheJudge(judge),
                                                           on="agent")])
 

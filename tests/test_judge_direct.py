@@ -19,7 +19,7 @@ from pydantic import BaseModel
 
 import tracescore
 from tests.helpers import eval_events, finished, memory_configure, scaled
-from tracescore._errors import ConfigurationError
+from tracescore import ConfigurationError
 from tracescore._judge import Judge, direct, prices, strict_schema
 from tracescore.scorers import create_answer_relevancy_scorer
 from tracescore.testing import ScriptedJudge as JudgeServer

@@ -12,8 +12,7 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
-from tracescore._errors import ConfigurationError, JudgeError, JudgeUnavailableError
-from tracescore._judge import Judge
+from tracescore import ConfigurationError, Judge, JudgeError, JudgeUnavailableError
 from tracescore.testing import ScriptedJudge, make_judge
 
 NAME = "test_statements"

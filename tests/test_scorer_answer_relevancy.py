@@ -8,8 +8,7 @@ from typing import Any
 
 import pytest
 
-from tracescore._errors import ConfigurationError, InvalidJudgeOutputError, NoJudgeConfiguredError
-from tracescore._judge import Judge
+from tracescore import ConfigurationError, InvalidJudgeOutputError, Judge, NoJudgeConfiguredError
 from tracescore.scorers import ScoreResult, create_answer_relevancy_scorer
 from tracescore.testing import SCRIPTED_JUDGE_API_KEY as TEST_API_KEY
 from tracescore.testing import ScriptedJudge as JudgeServer

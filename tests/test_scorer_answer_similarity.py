@@ -7,8 +7,7 @@ from typing import Any
 import pytest
 
 import tracescore
-from tracescore._errors import ConfigurationError, InvalidJudgeOutputError, ScorerError
-from tracescore._judge import Judge
+from tracescore import ConfigurationError, InvalidJudgeOutputError, Judge, ScorerError
 from tracescore.scorers import create_answer_similarity_scorer
 from tracescore.scorers.answer_similarity import DEFAULT_OPTIONS, answer_similarity_score
 from tracescore.testing import ScriptedJudge as JudgeServer

@@ -9,8 +9,7 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
-from tracescore._errors import ConfigurationError, ScorerError
-from tracescore._judge import Judge
+from tracescore import ConfigurationError, Judge, ScorerError
 from tracescore.scorers import (
     JudgePrompt,
     NotScorable,

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from tracescore._errors import ConfigurationError
+from tracescore import ConfigurationError
 from tracescore.scorers import create_completeness_scorer
 from tracescore.scorers.completeness import content_words, covered_words, words_match
 from tracescore.testing import runtime

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from tracescore._errors import ConfigurationError
+from tracescore import ConfigurationError
 from tracescore.scorers import create_content_similarity_scorer
 from tracescore.scorers.content_similarity import dice_coefficient
 from tracescore.testing import runtime

@@ -6,8 +6,7 @@ from typing import Any
 
 import pytest
 
-from tracescore._errors import ConfigurationError, InvalidJudgeOutputError
-from tracescore._judge import Judge
+from tracescore import ConfigurationError, InvalidJudgeOutputError, Judge
 from tracescore.scorers import create_context_relevance_scorer
 from tracescore.scorers.context_relevance import DEFAULT_PENALTIES, context_relevance_score
 from tracescore.testing import ScriptedJudge as JudgeServer

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
-from tracescore._errors import ConfigurationError, InvalidJudgeOutputError
+from tracescore import ConfigurationError, InvalidJudgeOutputError
 from tracescore.scorers import (
     JudgePrompt,
     create_answer_relevancy_scorer,

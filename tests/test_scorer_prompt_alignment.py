@@ -8,8 +8,7 @@ from typing import Any
 
 import pytest
 
-from tracescore._errors import ConfigurationError, InvalidJudgeOutputError
-from tracescore._judge import Judge
+from tracescore import ConfigurationError, InvalidJudgeOutputError, Judge
 from tracescore.scorers import create_prompt_alignment_scorer
 from tracescore.scorers.prompt_alignment import split_prompts
 from tracescore.testing import ScriptedJudge as JudgeServer

@@ -9,8 +9,7 @@ from typing import Any
 
 import pytest
 
-from tracescore._errors import ConfigurationError
-from tracescore._judge import Judge
+from tracescore import ConfigurationError, Judge
 from tracescore.scorers import create_faithfulness_scorer, create_hallucination_scorer
 from tracescore.testing import ScriptedJudge as JudgeServer
 from tracescore.testing import make_judge

@@ -7,8 +7,7 @@ from typing import Any
 
 import pytest
 
-from tracescore._errors import ConfigurationError, InvalidJudgeOutputError
-from tracescore._judge import Judge
+from tracescore import ConfigurationError, InvalidJudgeOutputError, Judge
 from tracescore.scorers import create_summarization_scorer
 from tracescore.testing import ScriptedJudge as JudgeServer
 

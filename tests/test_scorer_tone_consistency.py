@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from tracescore._errors import ConfigurationError
+from tracescore import ConfigurationError
 from tracescore.scorers import create_tone_consistency_scorer
 from tracescore.scorers.tone_consistency import (
     sentence_comparatives,

@@ -6,8 +6,7 @@ from typing import Any
 
 import pytest
 
-from tracescore import _cli_scorers, run_evals
-from tracescore._errors import ConfigurationError
+from tracescore import ConfigurationError, _cli_scorers, run_evals
 from tracescore.scorers import (
     create_tool_call_accuracy_scorer_code,
     create_tool_call_accuracy_scorer_llm,

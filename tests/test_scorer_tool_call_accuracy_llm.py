@@ -12,8 +12,7 @@ from opentelemetry import trace
 
 import tracescore
 from tests.otlp_receiver import HttpOtlpReceiver
-from tracescore._errors import ConfigurationError, InvalidJudgeOutputError
-from tracescore._judge import Judge
+from tracescore import ConfigurationError, InvalidJudgeOutputError, Judge
 from tracescore.scorers import (
     create_noise_sensitivity_scorer,
     create_tool_call_accuracy_scorer_llm,
