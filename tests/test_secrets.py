@@ -264,6 +264,6 @@ def test_a_raising_callback_redacts_the_whole_value_and_logs_once(
 
 
 def test_a_bad_pattern_is_a_configuration_error() -> None:
-    with pytest.raises(tracescore.ConfigurationError, match="redact_patterns"):
+    with pytest.raises(tracescore.ConfigurationError, match="patterns"):
         tracescore.configure(exporter=False,
                              redaction=tracescore.RedactionOptions(patterns=["(unclosed"]))
