@@ -1477,7 +1477,7 @@ EXIT_SCRIPT = textwrap.dedent(
     tracescore.configure(service_name="first", exporter=False)
     tracescore.configure(
         service_name="second", exporter=tracescore.FileSpanExporter({path!r}),
-        flush_timeout=0.5, score_timeout=60,
+        flush_timeout=0.5, limits=tracescore.LimitsOptions(score_timeout=60),
         scoring=[tracescore.ScoringRule(scorer={scorer}(id="hung"))],
     )
 
@@ -1553,7 +1553,7 @@ EXIT_BUDGETS_SCRIPT = textwrap.dedent(
     tracescore.configure(service_name="first", exporter=False)
     inst = tracescore.configure(
         service_name="second", exporter=tracescore.FileSpanExporter({path!r}),
-        flush_timeout=6, score_timeout=60,
+        flush_timeout=6, limits=tracescore.LimitsOptions(score_timeout=60),
         scoring=[tracescore.ScoringRule(scorer=Hung(id="hung"))],
     )
     processor = inst.processor

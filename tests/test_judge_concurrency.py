@@ -253,7 +253,7 @@ def test_a_job_timeout_says_whether_the_judge_call_was_queued_or_at_the_server(
     explanation = event["gen_ai.evaluation.explanation"]
     assert "job timeout (0.5 s)" in explanation
     assert "its call to judge 'openai/test-judge' had been at the server for" in explanation
-    assert "configure(job_timeout=...)" in explanation
+    assert "LimitsOptions(job_timeout=...)" in explanation
 
 
 # -- 2. the response format is learnt once per judge ----------------------------------------------

@@ -46,7 +46,7 @@ CHILD = textwrap.dedent("""
     tracescore.configure(
         service_name="killed",
         exporter=OTLPSpanExporter(endpoint=f"http://127.0.0.1:{port}/v1/traces", timeout=1),
-        export_retry_dir=spool_dir, flush_on_sigterm=False)
+        export=tracescore.ExportOptions(retry_dir=spool_dir), flush_on_sigterm=False)
 
     @tracescore.tool(name="step")
     def step(i: int) -> int:
@@ -112,7 +112,7 @@ def test_batches_of_a_killed_process_are_replayed_by_the_next(tmp_path: Path) ->
             service_name="next",
             exporter=OTLPSpanExporter(endpoint=f"http://127.0.0.1:{port}/v1/traces",
                                       timeout=5),
-            export_retry_dir=str(tmp_path))
+            export=tracescore.ExportOptions(retry_dir=str(tmp_path)))
         assert tracescore.force_flush(30_000)
         steps = _step_numbers(receiver.received)
     # Produced by the killed process: 500 spans; received from the next one: the same, once
@@ -129,7 +129,7 @@ def test_batches_of_a_killed_process_are_replayed_by_the_next(tmp_path: Path) ->
 def _dead_spool(tmp_path: Path, batches: int, spans: int = 3) -> Path:
     """A spool folder as a process that died leaves it: batches written, lock released."""
     memory = InMemorySpanExporter()
-    tracescore.configure(exporter=memory, export_retry=False)
+    tracescore.configure(exporter=memory, export=tracescore.ExportOptions(retry=False))
 
     @tracescore.tool(name="old")
     def old(i: int) -> int:
@@ -155,8 +155,9 @@ def test_batches_past_the_age_bound_are_dropped_and_counted(tmp_path: Path) -> N
     for path in _files(folder)[:3]:
         os.utime(path, (hour_ago, hour_ago))
     memory = InMemorySpanExporter()
-    tracescore.configure(exporter=memory, export_retry_dir=str(tmp_path),
-                         export_retry_max_age=60)
+    tracescore.configure(exporter=memory,
+                         export=tracescore.ExportOptions(retry_dir=str(tmp_path),
+                                                         retry_max_age=60))
     assert tracescore.force_flush(10_000)
     assert len(memory.get_finished_spans()) == 3  # the one recent batch
     stats = tracescore.stats()
@@ -193,7 +194,8 @@ def test_inflating_a_planted_file_is_bounded_by_what_it_was_written_with(
     memory = InMemorySpanExporter()
     tracemalloc.start()
     try:
-        tracescore.configure(exporter=memory, export_retry_dir=str(tmp_path))
+        tracescore.configure(exporter=memory,
+                             export=tracescore.ExportOptions(retry_dir=str(tmp_path)))
         tracescore.force_flush(10_000)
         _, peak = tracemalloc.get_traced_memory()
     finally:

@@ -173,9 +173,9 @@ async def _run_bounded(scorer_id: str, scorer: Any, kwargs: dict[str, Any],
         return ScorerOutcome(
             None, None,
             f"the scorer ran longer than the job timeout ({job_timeout:g} s) and was "
-            f"cancelled: {waits.describe()}; raise configure(job_timeout=...) "
-            "(TRACESCORE_JOB_TIMEOUT) for a scorer this slow, or Judge(timeout=...) when one "
-            "judge call takes that long", "timeout",
+            f"cancelled: {waits.describe()}; raise configure(limits=LimitsOptions("
+            "job_timeout=...)) (TRACESCORE_JOB_TIMEOUT) for a scorer this slow, or "
+            "Judge(timeout=...) when one judge call takes that long", "timeout",
         )
     except BaseException as exc:  # noqa: BLE001 - on the loop nothing may escape
         if _cancelled():
