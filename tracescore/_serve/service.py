@@ -37,6 +37,7 @@ from typing import Any
 
 from opentelemetry.sdk.trace import ReadableSpan
 
+from .. import _semconv as sc
 from .._config import build_scoring, export_processor
 from .._export.processor import SPAN_OVERHEAD
 from .._export.size import span_size
