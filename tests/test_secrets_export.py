@@ -199,3 +199,26 @@ def test_an_agent_name_that_is_a_key_stays_off_metrics_and_log_records(
         assert "[REDACTED]" in text
     finally:
         tracescore.shutdown(3000)
+
+
+def test_a_redacted_span_keeps_what_the_sdk_dropped() -> None:
+    from opentelemetry.sdk.trace import SpanLimits
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    memory = InMemorySpanExporter()
+    provider = TracerProvider(span_limits=SpanLimits(max_span_attributes=2, max_events=1))
+    tracescore.configure(exporter=memory, tracer_provider=provider)
+    try:
+        with provider.get_tracer("acme").start_as_current_span("limited") as span:
+            span.set_attribute("a", 1)
+            span.set_attribute("b", 2)
+            span.set_attribute("db.password", DB_PASSWORD)
+            span.add_event("one")
+            span.add_event("two")
+        assert tracescore.force_flush(10_000)
+        (exported,) = memory.get_finished_spans()
+        assert dict(exported.attributes) == {"b": 2, "db.password": "[REDACTED]"}
+        assert exported.dropped_attributes == 1
+        assert exported.dropped_events == 1
+    finally:
+        tracescore.shutdown(3000)

@@ -21,8 +21,10 @@ import logging
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from opentelemetry.attributes import BoundedAttributes
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import Event, ReadableSpan
+from opentelemetry.sdk.util import BoundedList
 from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 from opentelemetry.trace import Link, Status
 
@@ -41,15 +43,17 @@ def _value(key: str, value: Any) -> Any:
     if isinstance(value, str):
         if _redact.is_secret_key(key):
             return REDACTED if value else value
-        # Short values repeat from span to span (kinds, names, models): remembered.
-        return _redact.redact_name(value) if len(value) <= 64 else _redact.redact_text(value)
+        # Short values repeat from span to span (kinds, names, models): remembered (the
+        # remembered string may be another object equal to this one: unchanged then).
+        new = _redact.redact_name(value) if len(value) <= 64 else _redact.redact_text(value)
+        return value if new is value or new == value else new
     if isinstance(value, (tuple, list)):
         if not value or not isinstance(value[0], str):
             return value  # OTel arrays are homogeneous: numbers or booleans
         secret = _redact.is_secret_key(key)
         out = tuple(REDACTED if secret else _redact.redact_text(v) if isinstance(v, str) else v
                     for v in value)
-        return value if all(a is b for a, b in zip(out, value, strict=True)) else out
+        return value if out == tuple(value) else out
     return value
 
 
@@ -113,11 +117,15 @@ class Scrubber:
         if not self.foreign and (scope is None or scope.name != sc.INSTRUMENTATION_SCOPE):
             return span
         name = _redact.redact_name(span.name) if span.name else span.name
+        if name == span.name:
+            name = span.name
         attributes = redact_attributes(span.attributes)
         events = span.events
         new_events: list[Event] | None = None
         for i, event in enumerate(events):
             event_name = _redact.redact_name(event.name) if event.name else event.name
+            if event_name == event.name:
+                event_name = event.name
             event_attrs = redact_attributes(event.attributes)
             if event_name is not event.name or event_attrs is not event.attributes:
                 if new_events is None:
@@ -147,9 +155,13 @@ class Scrubber:
             context=span.context,
             parent=span.parent,
             resource=resource,
-            attributes=attributes,
-            events=new_events if new_events is not None else events,
-            links=new_links if new_links is not None else links,
+            # The counts of what the SDK dropped for its limits are kept (the constructor
+            # reads them from the SDK's bounded containers).
+            attributes=_keep_dropped_attributes(attributes, span.dropped_attributes),
+            events=_keep_dropped(new_events if new_events is not None else events,
+                                 span.dropped_events),
+            links=_keep_dropped(new_links if new_links is not None else links,
+                                span.dropped_links),
             kind=span.kind,
             status=status,
             start_time=span.start_time,
@@ -188,6 +200,23 @@ class Scrubber:
             cache.clear()  # ids of collected objects may be reused: start again
         # The original is kept in the entry so that its id cannot be reused while cached.
         cache[id(original)] = (original, redacted)
+
+
+def _keep_dropped_attributes(attributes: Any, dropped: int) -> Any:
+    if not dropped or getattr(attributes, "dropped", 0) == dropped:
+        return attributes
+    bounded = BoundedAttributes(maxlen=None, attributes=dict(attributes or {}), immutable=True)
+    bounded.dropped = dropped
+    return bounded
+
+
+def _keep_dropped(items: Any, dropped: int) -> Any:
+    if not dropped or getattr(items, "dropped", 0) == dropped:
+        return items
+    bounded: BoundedList[Any] = BoundedList(None)
+    bounded.extend(items)
+    bounded.dropped = dropped
+    return bounded
 
 
 Scrub = Callable[[Sequence[ReadableSpan]], list[ReadableSpan]]
