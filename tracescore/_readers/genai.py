@@ -121,9 +121,27 @@ def complete(span: Any, value_in: Any, value_out: Any, error: str | None, what: 
         return Content(value_in, None if value_out is ABSENT else value_out, error)
     lacking = ("no input or output" if value_in is ABSENT and value_out is ABSENT
                else "no input" if value_in is ABSENT else "no output")
+    found = _content_like(span)
     return Content(error=error, missing=(
         f"not scorable: span {getattr(span, 'name', '')!r} (instrumentation "
-        f"{scope_name(span) or 'unknown'!r}) carries {lacking} ({what}); {hint}"))
+        f"{scope_name(span) or 'unknown'!r}) carries {lacking} ({what}"
+        f"{'; found instead: ' + found if found else ''}); {hint}"))
+
+
+_CONTENT_WORDS = ("message", "input", "output", "prompt", "completion", "result", "content",
+                  "response", "answer", "question")
+
+
+def _content_like(span: Any) -> str:
+    """The span's attribute names that look like content (a renamed attribute shows here), at
+    most 8; "" when there are none."""
+    names = [str(k) for k in attributes_of(span)
+             if any(w in str(k).lower() for w in _CONTENT_WORDS)
+             and not str(k).endswith(("mime_type", "token_count", "tokens"))]
+    if not names:
+        return ""
+    shown = ", ".join(sorted(names)[:8])
+    return shown + (f" and {len(names) - 8} more" if len(names) > 8 else "")
 
 
 def truncated_reason(span: Any, cut: Truncated) -> str:
