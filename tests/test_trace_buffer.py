@@ -104,3 +104,41 @@ def test_evictions_reach_stats(monkeypatch: pytest.MonkeyPatch) -> None:
     assert tracescore.stats().trace_buffer_evictions == 7
     for root in roots:
         root.end()
+
+
+# -- what ended beneath a span ---------------------------------------------------------------------
+
+
+@dataclass
+class _Call:
+    name: str
+    start_time: int
+    end_time: int
+
+
+def test_beneath_passes_kinds_and_the_innermost_model_calls_up_the_tree() -> None:
+    buffer = TraceBuffer()
+    # root(1) > agent(2) > wrapper llm(3) > client llm(4); agent(2) > llm(5) later
+    inner, later = _Call("chat", 10, 11), _Call("chat", 20, 21)
+    buffer.pass_up(7, 3, "llm", buffer.beneath(7, 4), inner)
+    below_wrapper = buffer.beneath(7, 3)
+    assert below_wrapper.kinds == {"llm"} and below_wrapper.first_call is inner
+    buffer.pass_up(7, 2, "llm", below_wrapper, _Call("predict", 9, 12))  # wraps: passes `inner`
+    buffer.pass_up(7, 2, "llm", buffer.beneath(7, 5), later)
+    below_agent = buffer.beneath(7, 2)
+    assert below_agent.kinds == {"llm"}
+    assert (below_agent.first_call, below_agent.last_call) == (inner, later)
+    buffer.pass_up(7, 1, "agent", below_agent)
+    below_root = buffer.beneath(7, 1)
+    assert below_root.kinds == {"llm", "agent"} and below_root.last_call is later
+    assert buffer.beneath(7, 1).kinds == frozenset()  # asked once, then forgotten
+    assert buffer.size_bytes == 0
+
+
+def test_beneath_entries_are_bounded_and_go_with_their_trace() -> None:
+    buffer = TraceBuffer(max_bytes=1_000_000)
+    for parent in range(20_000):  # a root whose children never end: bounded per trace
+        buffer.pass_up(9, parent, "tool", buffer.beneath(9, 100_000 + parent))
+    assert buffer.evictions["items_per_trace"] == 20_000 - 10_000
+    buffer.end_trace(9)
+    assert buffer.size_bytes == 0 and len(buffer) == 0

@@ -104,3 +104,27 @@ def test_tool_results_are_context_when_the_rule_asks_and_the_reason_says_how(
     (_, faithfulness), = scored(capture, "faithfulness")
     reason = faithfulness["gen_ai.evaluation.explanation"]
     assert "no retrieval span" in reason and "OPENINFERENCE_HIDE" not in reason
+
+
+def test_a_handoff_judges_each_agents_turn_and_the_triage_says_it_only_handed_off(
+        model: ModelServer, capture: CaptureScores, echo: Echo) -> None:
+    """A triage agent hands off to the guide (the SDK's ``handoffs=[...]``, a tool call to
+    ``transfer_to_guide``): the triage turn only called a tool, the guide's turn answers."""
+    capture.configure(scoring=[tracescore.ScoringRule(scorer=echo.scorer(), on="agent")])
+    instrumentor = OpenAIAgentsInstrumentor()
+    instrumentor.instrument(tracer_provider=capture.tracer_provider)
+    try:
+        client = AsyncOpenAI(base_url=model.base_url, api_key=API_KEY)
+        llm = OpenAIChatCompletionsModel(model="gpt-4o-mini", openai_client=client)
+        guide = Agent(name="Guide", instructions="You are a travel guide.", model=llm)
+        triage = Agent(name="Triage", instructions="Hand travel questions to the guide.",
+                       model=llm, handoffs=[guide])
+        assert Runner.run_sync(triage, QUESTION).final_output == ANSWER
+    finally:
+        instrumentor.uninstrument()
+        assert capture.flush()
+    events = {s.name: attrs for s, attrs in scored(capture)}
+    assert sorted(events) == ["Guide", "Triage"], kinds(capture)
+    assert TOOL_ONLY in events["Triage"]["gen_ai.evaluation.explanation"]
+    assert "transfer_to_guide" in events["Triage"]["gen_ai.evaluation.explanation"]
+    assert [(e["input"], e["output"]) for e in echo.seen] == [(QUESTION, ANSWER)]
