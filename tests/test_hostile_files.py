@@ -156,3 +156,19 @@ def test_a_long_run_keeps_bounded_results_and_counts_every_item(
     assert summary.scored == 119 and summary.skipped == 1
     assert summary.mean == pytest.approx(sum(expected) / len(expected), abs=1e-12)
     assert any("the target raised on 1 of 120 item(s)" in r for r in result.reasons)
+
+
+def test_calibrate_reads_its_data_as_it_scores(tmp_path: Path) -> None:
+    path = tmp_path / "labels.jsonl"
+    rows = [json.dumps({"id": f"r{i}", "output": "a b c", "ground_truth": "a b c",
+                        "label": "pass"}) for i in range(1_500)]
+    rows[1_400] = '{"id": "r1400", broken'
+    path.write_text("\n".join(rows) + "\n", encoding="utf-8")
+    state = tmp_path / "state.jsonl"
+    with pytest.raises(tracescore.ConfigurationError, match=r"labels.jsonl line 1401"):
+        tracescore.calibrate(str(path), "content-similarity", state_file=str(state),
+                             progress=False)
+    # The rows before the broken one were scored (and recorded) before it was read.
+    recorded = [json.loads(line) for line in state.read_text(encoding="utf-8").splitlines()]
+    assert sorted(r["id"] for r in recorded if "id" in r) == sorted(
+        f"r{i}" for i in range(1_400))

@@ -30,13 +30,13 @@ import json
 import math
 import os
 import time
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from . import _calibrate_stats as stats
-from ._datafile import iter_csv, iter_jsonl, load_json, parse_json
+from ._datafile import count_lines, iter_csv, iter_jsonl, load_json, parse_json
 from ._errors import ConfigurationError
 from ._progress import progress_bar
 from ._redact import redact_text
@@ -257,6 +257,16 @@ def load_labelled(data: Any, label_threshold: float = 0.5) -> list[CalibrationIt
         ConfigurationError: the file cannot be read, a row lacks ``output`` or ``label``, a
             label cannot be read as pass/fail, an unknown key, or two rows share an id.
     """
+    return list(iter_labelled(data, label_threshold))
+
+
+def iter_labelled(data: Any, label_threshold: float = 0.5) -> Iterator[CalibrationItem]:
+    """``load_labelled`` a row at a time: a data file is read as the items are taken (each
+    problem raises when its row is reached).
+
+    Raises:
+        ConfigurationError: as ``load_labelled``.
+    """
     if isinstance(data, (str, os.PathLike)):
         path = Path(data)
         rows: Iterable[tuple[Any, str]] = _read_rows(path)
@@ -264,8 +274,8 @@ def load_labelled(data: Any, label_threshold: float = 0.5) -> list[CalibrationIt
     else:
         rows = [(row, f"data[{i}]") for i, row in enumerate(data)]
         where = "data"
-    items: list[CalibrationItem] = []
     seen: set[str] = set()
+    index = -1
     for index, (row, at) in enumerate(rows):
         if not isinstance(row, Mapping):
             raise ConfigurationError(f"{at}: an item is a JSON object, got {type(row).__name__}")
@@ -282,15 +292,14 @@ def load_labelled(data: Any, label_threshold: float = 0.5) -> list[CalibrationIt
         context = row.get("context")
         if isinstance(context, str):
             context = [context]
-        items.append(CalibrationItem(
+        yield CalibrationItem(
             id=item_id, input=row.get("input"), output=row["output"],
             context=list(context) if context is not None else None,
             ground_truth=row.get("ground_truth") or None, label=row["label"],
             human_pass=_human_pass(row["label"], label_threshold, at),
-        ))
-    if not items:
+        )
+    if index < 0:
         raise ConfigurationError(f"{where}: no items")
-    return items
 
 
 def _human_pass(label: Any, label_threshold: float, at: str) -> bool:
@@ -490,7 +499,6 @@ def calibrate(
         threshold = scale / 2
     if not isinstance(threshold, (int, float)) or not math.isfinite(threshold):
         raise ConfigurationError(f"calibrate threshold must be a finite number, got {threshold!r}")
-    items = load_labelled(data, label_threshold)
     judge_model = _judge_model(scorer)
     if getattr(scorer, "uses_judge", False) and judge_model is None:
         raise ConfigurationError(
@@ -501,22 +509,40 @@ def calibrate(
               "judge_model": judge_model}
     path = Path(state_file) if state_file is not None else None
     done = _read_state(path, header) if path is not None else {}
-    todo = [item for item in items if item.id not in done]
+    if isinstance(data, (str, os.PathLike)):
+        total = _data_rows(Path(data))
+    else:
+        data = list(data)
+        total = len(data)
+    # The data is read as the workers take items (issue 22): what is kept per item is its id,
+    # its human label and its outcome, not its input, output and context.
+    order: list[str] = []
+    human: dict[str, bool] = {}
+    bar = _progress(progress, total, 0)
+
+    def todo() -> Iterator[CalibrationItem]:
+        for item in iter_labelled(data, label_threshold):
+            order.append(item.id)
+            human[item.id] = item.human_pass
+            if item.id in done:
+                if bar is not None:
+                    bar.update(1)
+                continue
+            yield item
 
     started = time.perf_counter()
     writer = _StateWriter(path, header)
     try:
-        fresh = asyncio.run(_score_all(scorer, todo, concurrency,
-                                       _progress(progress, len(items), len(items) - len(todo)),
-                                       writer))
+        fresh = asyncio.run(_score_all(scorer, todo(), concurrency, bar, writer))
     finally:
         writer.close()
     seconds = time.perf_counter() - started
 
-    outcomes = [done.get(item.id) or fresh[item.id] for item in items]
+    outcomes = [done.get(item_id) or fresh[item_id] for item_id in order]
     # A state line is trusted for its score; the human label is the data's (it may be fixed).
-    for item, outcome in zip(items, outcomes, strict=True):
-        outcome.human_pass = item.human_pass
+    for item_id, outcome in zip(order, outcomes, strict=True):
+        outcome.human_pass = human[item_id]
+    resumed = sum(1 for item_id in order if item_id in done)
     pairs = [(o.score, o.human_pass) for o in outcomes
              if o.status == "scored" and o.score is not None]
     result = CalibrationResult(
@@ -524,7 +550,7 @@ def calibrate(
         threshold=float(threshold),
         at_threshold=stats.agreement(pairs, float(threshold), higher_is_better),
         best=stats.best_threshold(pairs, float(threshold), higher_is_better),
-        items=outcomes, resumed=len(items) - len(todo), seconds=seconds,
+        items=outcomes, resumed=resumed, seconds=seconds,
         data=str(data) if isinstance(data, (str, os.PathLike)) else None,
         state_file=str(path) if path is not None else None, label_threshold=label_threshold,
     )
@@ -582,18 +608,19 @@ def _judge_model(scorer: Any) -> str | None:
     return str(getattr(judge, "model", judge))
 
 
-def _progress(progress: bool | None, total: int, initial: int) -> Any:
+def _progress(progress: bool | None, total: int | None, initial: int) -> Any:
     return progress_bar(progress, total, "calibrate", initial)
 
 
-async def _score_all(scorer: Any, items: Sequence[CalibrationItem], concurrency: int,
+async def _score_all(scorer: Any, items: Iterable[CalibrationItem], concurrency: int,
                      bar: Any, writer: _StateWriter) -> dict[str, ItemOutcome]:
     results: dict[str, ItemOutcome] = {}
-    queue = list(reversed(items))
+    # One shared iterator (a data file read a row at a time): next() never awaits, so
+    # workers cannot take the same item.
+    order = iter(items)
 
     async def worker() -> None:
-        while queue:
-            item = queue.pop()
+        for item in order:
             outcome = await _score_one(scorer, item)
             results[item.id] = outcome
             writer.write(outcome.as_dict())
@@ -601,11 +628,20 @@ async def _score_all(scorer: Any, items: Sequence[CalibrationItem], concurrency:
                 bar.update(1)
 
     try:
-        await asyncio.gather(*(worker() for _ in range(min(concurrency, len(items)) or 1)))
+        await asyncio.gather(*(worker() for _ in range(concurrency)))
     finally:
         if bar is not None:
             bar.close()
     return results
+
+
+def _data_rows(path: Path) -> int | None:
+    """Rows of a data file for the progress bar's total (JSON lines, CSV less its header)."""
+    suffix = path.suffix.lower()
+    if not path.is_file() or suffix not in (".jsonl", ".ndjson", ".csv"):
+        return None
+    lines = count_lines(path)
+    return None if lines is None else max(0, lines - (suffix == ".csv"))
 
 
 async def _score_one(scorer: Any, item: CalibrationItem) -> ItemOutcome:
