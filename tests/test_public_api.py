@@ -19,6 +19,8 @@ PUBLIC = [
     "retrieval", "run_evals", "scorers",
     "shutdown", "stats",
     "tool",
+    # issue 24: conversations and users, spans for code that is not a function call
+    "conversation", "span", "SpanBlock",
 ]
 
 SCORERS = [

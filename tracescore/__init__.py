@@ -19,6 +19,7 @@ Example:
 
 from typing import TYPE_CHECKING, Any
 
+from ._blocks import SpanBlock, span
 from ._config import (
     Tracescore,
     __version__,
@@ -28,6 +29,7 @@ from ._config import (
     stats,
 )
 from ._context import bind_context
+from ._conversation import conversation
 from ._decorators import agent, llm, retrieval, tool
 from ._errors import (
     ConfigurationError,
@@ -115,6 +117,7 @@ __all__ = [
     "ScorerSummary",
     "ScoringError",
     "ScoringRule",
+    "SpanBlock",
     "Stats",
     "TargetError",
     "Tracescore",
@@ -126,6 +129,7 @@ __all__ = [
     "calibrate",
     "calibrate_feedback",
     "configure",
+    "conversation",
     "force_flush",
     "llm",
     "record_feedback",
@@ -133,6 +137,7 @@ __all__ = [
     "run_evals",
     "scorers",
     "shutdown",
+    "span",
     "stats",
     "tool",
 ]

@@ -24,7 +24,7 @@ from opentelemetry.sdk.resources import SERVICE_NAME, Resource
 from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import SpanExporter
 
-from . import _destinations, _env, _options, _signals
+from . import _conversation, _destinations, _env, _options, _signals
 from . import _semconv as sc
 from ._errors import ConfigurationError
 from ._export import ExportProcessor, Spool
@@ -75,6 +75,11 @@ class _SwitchProcessor(SpanProcessor):
             self.on_end = target.on_end  # type: ignore[method-assign]
 
     def on_start(self, span: Any, parent_context: Any = None) -> None:
+        # Spans of other instrumentations started inside tracescore.conversation(...) get its
+        # ids too (tracescore's own spans have them from their start).
+        conversation = _conversation.current()
+        if conversation:
+            _add_conversation(span, conversation)
         on_start = self._on_start
         if on_start is not None:
             on_start(span, parent_context=parent_context)
@@ -91,6 +96,17 @@ class _SwitchProcessor(SpanProcessor):
     def force_flush(self, timeout_millis: int = 30_000) -> bool:
         target = self.target
         return True if target is None else target.force_flush(timeout_millis)
+
+
+def _add_conversation(span: Any, conversation: Any) -> None:
+    try:
+        present = span.attributes or {}
+        for key, value in conversation.items():
+            if key not in present:
+                span.set_attribute(key, value)
+    except Exception:
+        logger.debug("tracescore could not add the conversation to a span; the span is "
+                     "otherwise unaffected", exc_info=True)
 
 
 _switches: weakref.WeakKeyDictionary[Any, _SwitchProcessor] = weakref.WeakKeyDictionary()

@@ -27,6 +27,7 @@ from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 from . import _chat_messages, _env
 from . import _semconv as sc
 from ._calls import CallRecord
+from ._conversation import with_conversation
 from ._errors import ConfigurationError
 from ._redact import redact_text
 from ._runtime import RUNTIME as _rt
@@ -208,7 +209,9 @@ def _start(spec: _Spec, instance: Any, args: tuple[Any, ...], kwargs: dict[str, 
 ]:
     rt = _rt
     tracer = rt.tracer or trace.get_tracer(sc.INSTRUMENTATION_SCOPE)
-    span = tracer.start_span(spec.span_name, kind=spec.span_kind, attributes=spec.attributes)
+    # The conversation around the call (tracescore.conversation): one context variable read.
+    span = tracer.start_span(spec.span_name, kind=spec.span_kind,
+                             attributes=with_conversation(spec.attributes))
     payload: CallRecord | None = None
     try:
         capture = spec.capture if spec.capture is not None else rt.capture

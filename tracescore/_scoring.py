@@ -105,6 +105,12 @@ async def score(
     response_id = request.attributes.get(sc.GEN_AI_RESPONSE_ID)
     if isinstance(response_id, str) and response_id:
         attrs[sc.GEN_AI_RESPONSE_ID] = response_id
+    # Which conversation, session and user the judged turn belongs to (issue 24): on the event
+    # and the log record, so scores can be grouped per conversation (never on metrics: unbounded).
+    for key in sc.CONVERSATION_ATTRIBUTES:
+        value = request.attributes.get(key)
+        if isinstance(value, str) and value:
+            attrs[key] = value
     if on_error:
         attrs[sc.TRACESCORE_SELECTED_ON_ERROR] = True
     return ScoreOutcome(

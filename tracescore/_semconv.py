@@ -20,6 +20,12 @@ GEN_AI_REQUEST_MODEL: Final = "gen_ai.request.model"
 GEN_AI_PROVIDER_NAME: Final = "gen_ai.provider.name"
 GEN_AI_RETRIEVAL_DOCUMENTS: Final = "gen_ai.retrieval.documents"
 GEN_AI_DATA_SOURCE_ID: Final = "gen_ai.data_source.id"
+# Who and which conversation a span belongs to (issue 24): the GenAI conventions' conversation
+# id, and the general session and user attributes (OpenInference writes the same two names).
+GEN_AI_CONVERSATION_ID: Final = "gen_ai.conversation.id"
+SESSION_ID: Final = "session.id"
+USER_ID: Final = "user.id"
+CONVERSATION_ATTRIBUTES: Final = (GEN_AI_CONVERSATION_ID, SESSION_ID, USER_ID)
 
 OPERATION_INVOKE_AGENT: Final = "invoke_agent"
 OPERATION_RETRIEVAL: Final = "retrieval"
