@@ -43,7 +43,8 @@ With a judge (any litellm model string plus that provider's usual key variable):
     OPENAI_API_BASE=http://127.0.0.1:8080/v1 OPENAI_API_KEY=none \\
         python examples/halueval_rag.py --judge openai/my-model --limit 20
 
-A local model on a CPU may need ``--judge-timeout 300`` (seconds per judge call). The script
+A judge on a server of your own gets one call at a time (or the slots the server reports)
+and 300 s per call by default; the other calls wait in tracescore's queue, untimed. The script
 exits 1 when an LLM scorer scored no question at all (an unreachable judge, a wrong model
 name, a missing key), after printing why.
 
@@ -499,7 +500,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         type=float,
         default=None,
         metavar="SECONDS",
-        help="seconds per judge call (default 60)",
+        help="seconds per judge call (default 60, 300 for a server on this machine or network)",
     )
     parser.add_argument(
         "--metrics-port",
@@ -609,6 +610,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         agent.answer(row["question"])
     answered = time.perf_counter()
     flushed = tracescore.force_flush(int(JUDGE_TIMEOUT * 1000) if judge else None)
+    # A slow local judge may need longer for every score: wait on while scores keep arriving
+    # (each judge call is bounded by the judge's own timeout), stop when none came in a round.
+    seen = 0
+    while judge and not flushed and len(collector.snapshot()) > seen:
+        seen = len(collector.snapshot())
+        note(f"{seen} scores in so far; waiting for the judge")
+        flushed = tracescore.force_flush(int(JUDGE_TIMEOUT * 1000))
     done = time.perf_counter()
     stats = tracescore.stats()
 

@@ -231,15 +231,46 @@ def test_a_call_that_times_out_at_the_server_says_so_and_what_to_change(
     assert "Judge(timeout=...)" in message and "--judge-timeout" in message
 
 
-def test_a_job_timeout_says_whether_the_judge_call_was_queued_or_at_the_server(
+def test_time_at_the_judges_server_does_not_count_against_the_job_timeout(
     judge_server: ScriptedJudge,
 ) -> None:
-    judge_server.route(NAME, ScriptedJudge.Reply(body=ANSWER, delay=5))
+    # A slow local model: one call takes 2 s at the server, the job timeout is 1 s. The call
+    # is bounded by the judge's own timeout (30 s); the job is not cut off while it runs.
+    judge_server.route(NAME, ScriptedJudge.Reply(body=ANSWER, delay=2))
+    judge = make_judge(judge_server, timeout=30)
+    with CaptureScores(judge_server) as capture:
+        capture.configure(judge=judge,
+                          limits=tracescore.LimitsOptions(job_timeout=1, score_timeout=30),
+                          scoring=[tracescore.ScoringRule(scorer=AsksTheJudge(judge),
+                                                          on="agent")])
+
+        @tracescore.agent(name="bot")
+        def bot() -> str:
+            return "Paris is in France."
+
+        bot()
+        (event,) = capture.evaluation_events()
+
+    assert "error.type" not in event, event
+    assert event["gen_ai.evaluation.score.value"] == 1.0
+
+
+class AsksThenHangs(AsksTheJudge):
+    """Calls the judge, then hangs in its own step."""
+
+    async def arun(self, **kwargs: Any) -> Result:
+        await super().arun(**kwargs)
+        await asyncio.Event().wait()
+        raise AssertionError("unreachable")
+
+
+def test_a_job_timeout_says_where_the_time_went(judge_server: ScriptedJudge) -> None:
+    judge_server.route(NAME, ANSWER)
     judge = make_judge(judge_server, timeout=30)
     with CaptureScores(judge_server) as capture:
         capture.configure(judge=judge,
                           limits=tracescore.LimitsOptions(job_timeout=0.5, score_timeout=30),
-                          scoring=[tracescore.ScoringRule(scorer=AsksTheJudge(judge),
+                          scoring=[tracescore.ScoringRule(scorer=AsksThenHangs(judge),
                                                           on="agent")])
 
         @tracescore.agent(name="bot")
@@ -252,7 +283,8 @@ def test_a_job_timeout_says_whether_the_judge_call_was_queued_or_at_the_server(
     assert event["error.type"] == "timeout"
     explanation = event["gen_ai.evaluation.explanation"]
     assert "job timeout (0.5 s)" in explanation
-    assert "its call to judge 'openai/test-judge' had been at the server for" in explanation
+    assert "it was running the scorer's own steps, not waiting for a judge" in explanation
+    assert "its judge calls spent" in explanation and "(neither counted)" in explanation
     assert "LimitsOptions(job_timeout=...)" in explanation
 
 

@@ -222,23 +222,26 @@ def test_every_llm_scorer_completes_through_llama_cpp(llama_server: str) -> None
 
 @needs_llama
 @pytest.mark.timeout(1800)
-def test_the_demo_scores_rows_with_llama_cpp(llama_server: str, tmp_path: Path) -> None:
+def test_the_demo_as_the_guide_writes_it_scores_every_row_with_llama_cpp(
+    llama_server: str, tmp_path: Path
+) -> None:
+    # docs/local-judges.md, "A local judge for the demo": a one-slot llama.cpp server and the
+    # demo with default settings (no --judge-timeout): the judge sends one call at a time
+    # (the server reports no slots), and learns the response format with one refused request.
     started = time.monotonic()
-    proc = run_demo("--judge", "judge", "--judge-api-base", llama_server, "--limit", "2",
-                    "--judge-timeout", "300", cwd=tmp_path, timeout=1200)
+    proc = run_demo("--judge", "judge", "--judge-api-base", llama_server, "--limit", "3",
+                    cwd=tmp_path, timeout=1500)
 
-    # SmolLM2 often answers beside the point (no statement found, one verdict for three
-    # passages): the demo may then rightly exit 1 for a scorer that scored nothing. The
-    # plumbing holds when every judged row came back with the server's answer read: a score,
-    # not scorable, or an answer that did not fit the schema; never a transport failure.
-    assert proc.returncode in (0, 1), f"{proc.stdout}\n{proc.stderr}"
     summary = json.loads(proc.stdout)
-    assert summary["scorers"]["content-similarity"]["scored"] == 2
+    cells = {k: summary["scorers"][k] for k in ("answer-relevancy", "context-precision")}
+    print(f"demo with llama.cpp: exit {proc.returncode}, "  # for the log only (pytest -s)
+          f"{time.monotonic() - started:.0f} s, {json.dumps(cells)}")
+    assert summary["scorers"]["content-similarity"]["scored"] == 3
     for scorer_id in ("answer-relevancy", "context-precision"):
         cell = summary["scorers"][scorer_id]
-        assert cell["scored"] + cell["not_scorable"] + cell["errors"] == 2, cell
-        assert set(cell["error_types"]) <= {"invalid_judge_output"}, cell
-    if proc.returncode == 1:
-        assert "FAILED:" in proc.stderr and "judge_unavailable" not in proc.stderr
-    print(f"demo with llama.cpp: {time.monotonic() - started:.0f} s")  # for the log only
-
+        # Every row judged with the server's answer read: a score, or not scorable when
+        # SmolLM2 finds nothing to judge; never a timeout or an unreachable judge.
+        assert cell["errors"] == 0, cell
+        assert cell["scored"] + cell["not_scorable"] == 3, cell
+        assert cell["scored"] >= 1, cell
+    assert proc.returncode == 0, f"{proc.stdout}\n{proc.stderr}"

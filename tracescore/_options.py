@@ -96,10 +96,10 @@ class LimitsOptions:
         score_timeout: seconds a sampled span is held for its scores before it is exported
             anyway (later scores go out on a carrier span). Default
             ``TRACESCORE_SCORE_TIMEOUT``, else 30.
-        job_timeout: seconds one scoring job (every judge call and retry of one scorer on one
-            span) may run before it is cancelled; its event then carries
-            ``error.type=timeout``. Time the job waits in a judge's own queue
-            (``Judge(max_concurrency=...)``) does not count. Default
+        job_timeout: seconds one scoring job (one scorer on one span) may run before it is
+            cancelled; its event then carries ``error.type=timeout``. Judge time does not
+            count: a call waiting in a judge's own queue (``Judge(max_concurrency=...)``) or at
+            its server, each call being bounded by ``Judge(timeout=...)``. Default
             ``TRACESCORE_JOB_TIMEOUT``, else 300.
         max_concurrency: scoring jobs running at once. Default ``TRACESCORE_MAX_CONCURRENCY``,
             else 8.

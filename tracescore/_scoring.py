@@ -180,8 +180,7 @@ async def _run_bounded(scorer_id: str, scorer: Any, kwargs: dict[str, Any],
             None, None,
             f"the scorer ran longer than the job timeout ({job_timeout:g} s) and was "
             f"cancelled: {waits.describe()}; raise configure(limits=LimitsOptions("
-            "job_timeout=...)) (TRACESCORE_JOB_TIMEOUT) for a scorer this slow, or "
-            "Judge(timeout=...) when one judge call takes that long", "timeout",
+            "job_timeout=...)) (TRACESCORE_JOB_TIMEOUT) for a scorer this slow", "timeout",
         )
     except BaseException as exc:  # noqa: BLE001 - on the loop nothing may escape
         if _cancelled():
@@ -225,8 +224,9 @@ async def _with_timeout(coro: Any, seconds: float, waits: JobWaits | None = None
     and raise ``asyncio.TimeoutError`` without waiting for it, so a scorer that ignores
     cancellation still gives its place back. Cancelling the caller cancels the task too.
 
-    Time the task spends waiting in a judge's queue (recorded in ``waits``, which the task
-    sees as ``_waits.current``) does not count: the deadline moves on by that much."""
+    Judge time (recorded in ``waits``, which the task sees as ``_waits.current``: calls
+    queued for a judge or at its server, each bounded by the judge's own timeout) does not
+    count: the deadline moves on by that much."""
     token = _waits.current.set(waits)
     try:
         task = asyncio.ensure_future(coro)
@@ -239,7 +239,7 @@ async def _with_timeout(coro: Any, seconds: float, waits: JobWaits | None = None
             done, _ = await asyncio.wait({task}, timeout=max(0.0, deadline - time.monotonic()))
             if task in done or waits is None:
                 break
-            moved = started + seconds + waits.queued_seconds()
+            moved = started + seconds + waits.judge_seconds()
             if moved <= time.monotonic():
                 break
             deadline = moved
