@@ -159,6 +159,26 @@ def test_untrusted_text_is_escaped_everywhere(tmp_path: Path) -> None:
     assert not page.find_all("script")
 
 
+def test_target_errors_and_items_without_ids_are_listed(tmp_path: Path) -> None:
+    def target(question: str) -> str:
+        if question == "boom":
+            raise ValueError("the target broke <b>here</b>")
+        return "an answer"
+
+    result = tracescore.run_evals(
+        data=[{"input": "boom", "ground_truth": "x"}, {"input": "ok", "ground_truth": "x"}],
+        target=target,
+        scorers=[{"scorer": create_content_similarity_scorer(), "threshold": 0.9}])
+    out = tmp_path / "r.html"
+    write_html(result, out)
+
+    rows = {(r.attrs["data-item"], r.attrs["data-scorer"]): r
+            for r in parse(out).find_all("tr", class_="failing-item")}
+    assert set(rows) == {("#0", "target"), ("#1", "content-similarity")}
+    (reason,) = rows[("#0", "target")].find_all("td", data_field="reason")
+    assert reason.text() == "ValueError: the target broke <b>here</b>"
+
+
 def test_long_texts_are_cut_with_a_note(tmp_path: Path) -> None:
     long_output = "word " * 3_000  # 15,000 characters
 

@@ -161,7 +161,9 @@ def eval_html(report: dict[str, Any]) -> str:
                         "chart": _chart(scorer_id, bins, scale, lines)})
     failing = []
     for item in report["items"]:
-        base = {"id": item["id"], "index": item["index"], "input": _text(item["input"]),
+        # An item without an id is named by its place in the data, as in the JSON's "index".
+        shown_id = item["id"] if item["id"] is not None else f"#{item['index']}"
+        base = {"id": shown_id, "index": item["index"], "input": _text(item["input"]),
                 "output": _text(item["output"]), "ground_truth": _text(item["ground_truth"])}
         if item["error"] is not None:
             failing.append({**base, "scorer": "target", "score": None, "label": "error",
