@@ -751,3 +751,20 @@ def test_log_records_the_downstream_rejects_for_good_are_dropped_not_retried(
     stats = running.service.snapshot()
     assert stats["log_records_rejected_downstream"] == {"grpc INVALID_ARGUMENT": 1}
     assert stats["log_records_forwarded"] == 3 and stats["log_records_dropped"] == 1
+
+
+def test_hold_mode_counts_what_a_crash_would_lose(serve: Any, receiver: FullReceiver) -> None:
+    """In hold mode a replica holds accepted spans (waiting for their trace, for scores): the
+    backlog a crash would lose is on /stats and /metrics as spans_at_risk."""
+    rules = '[{factory: "test_serve_support:grounding_scorer", on: agent}]'
+    running = serve(", admin: {endpoint: \"127.0.0.1:0\"}",
+                    "trace: {idle: 60, settle_after_root: 60, max_wait: 120}", rules=rules)
+    assert _post(running.http_port, _body([_agent(0x7C, 0x1, 3), _span("plain", 0x7C, 0x2,
+                                                                        0x1)]))[0] == 200
+    assert receiver.received.wait_for(lambda s: [x.name for x in s] == ["plain"], 30)
+    assert running.service.export.force_flush(30_000)
+    stats = running.service.snapshot()
+    assert stats["deferred_spans"] == 1 and stats["spans_at_risk"] == 1
+    with urllib.request.urlopen(f"http://127.0.0.1:{running.admin_port}/metrics",
+                                timeout=10) as resp:
+        assert "tracescore_serve_spans_at_risk 1" in resp.read().decode()
