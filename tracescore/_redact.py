@@ -146,16 +146,17 @@ def is_secret_key(key: str) -> bool:
 
 # --- Value patterns ----------------------------------------------------------------------------
 
-# Each rule is a small regular expression that starts with a literal string (its "needle") and
-# has one named group ``s``, the secret; ``back`` characters before the group belong to the
-# secret too. A rule runs only on texts that contain one of its needles (``needle in text``:
+# Each rule is a small regular expression that starts with a literal (its "needle"); each of
+# its alternatives has one named group, the secret, and ``backs`` says how many characters
+# before that group belong to the secret too. A rule runs only on texts that contain one of its
+# needles (``needle in text``:
 # C speed, ~1 ns per character or less), and each search jumps between occurrences of its
 # literal start with the regex engine's prefix search instead of trying the rule at every
 # position. So the cost stays linear in the text whatever the text (issue 22: ``benchmarks/
 # bench_redaction.py`` measures runs of one character, PEM headers with no end, prose):
 #
 # - no rule scans further than a few hundred characters past its start unless it matches, and
-#   the name before a separator is read back at most 72 characters;
+#   a name around a credential word is read at most 64 characters either side;
 # - the matches examined in Python are bounded per text (``_BUDGET_BASE`` plus one per
 #   ``_BUDGET_PER`` characters): a text with more candidates than any real text holds has its
 #   rest replaced by ``[REDACTED]`` (counted in ``overflows``, logged once) instead of costing
@@ -164,7 +165,6 @@ def is_secret_key(key: str) -> bool:
 #   rest of the text (a truncated key is still key material).
 _BODY = r"[A-Za-z0-9_\-]"
 _ALNUM = r"[A-Za-z0-9]"
-_NOT_AFTER_WORD = "(?<![A-Za-z0-9_]{head})"
 
 # (literal start, body): the whole match, start included, becomes [REDACTED]. A start is not
 # taken when a letter, digit or "_" precedes it (``task-...`` holds no ``sk-`` key).
