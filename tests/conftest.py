@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
 import tempfile
 
 # Before any import of litellm: no model-cost-map download, no tokenizer fetches.
@@ -12,8 +14,10 @@ for _name in ("TRACESCORE_JUDGE_MODEL", "OPENAI_API_KEY", "OPENAI_API_BASE", "OP
     os.environ.pop(_name, None)
 # A new retry spool adopts the spools that dead processes left in its directory (issue 22):
 # the suite keeps its own directory, so no other run's leftovers reach a test's exporter.
-os.environ.setdefault("TRACESCORE_EXPORT_RETRY_DIR",
-                      tempfile.mkdtemp(prefix="tracescore-test-spools-"))
+if "TRACESCORE_EXPORT_RETRY_DIR" not in os.environ:
+    _spools = tempfile.mkdtemp(prefix="tracescore-test-spools-")
+    os.environ["TRACESCORE_EXPORT_RETRY_DIR"] = _spools
+    atexit.register(shutil.rmtree, _spools, ignore_errors=True)
 
 import pytest  # noqa: E402
 
