@@ -43,8 +43,7 @@ def imported_modules(tree: ast.Module, name: str, package: str) -> dict[str, str
         if isinstance(node, ast.ImportFrom):
             if node.level:
                 anchor = name.split(".")
-                anchor = anchor[: len(anchor) - node.level] if not name.endswith("__init__") else anchor
-                prefix = ".".join(anchor[: max(1, len(name.split(".")) - node.level)])
+                prefix = ".".join(anchor[: max(1, len(anchor) - node.level)])
                 mod = f"{prefix}.{node.module}" if node.module else prefix
             else:
                 mod = node.module or ""

@@ -16,7 +16,7 @@ from pathlib import Path
 
 def private(dotted: str) -> bool:
     parts = dotted.split(".")
-    return parts[0] == "tracescore" and any(p.startswith("_") and p != "__version__"
+    return parts[0] == "tracescore" and any(p.startswith("_") and not p.startswith("__")
                                             for p in parts[1:])
 
 
@@ -24,13 +24,14 @@ def reaches_in(tree: ast.Module) -> bool:
     for node in ast.walk(tree):
         if isinstance(node, ast.Import) and any(private(a.name) for a in node.names):
             return True
-        if isinstance(node, ast.ImportFrom) and node.module and not node.level:
-            if private(node.module) or (node.module == "tracescore" and any(
-                    a.name.startswith("_") and a.name != "__version__" for a in node.names)):
-                return True
+        if isinstance(node, ast.ImportFrom) and node.module and not node.level and (
+                private(node.module) or (node.module == "tracescore" and any(
+                    a.name.startswith("_") and not a.name.startswith("__")
+                    for a in node.names))):
+            return True
         if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) \
                 and node.value.id == "tracescore" and node.attr.startswith("_") \
-                and node.attr != "__version__":
+                and not node.attr.startswith("__"):
             return True
     return False
 

@@ -20,7 +20,9 @@ def main() -> int:
     for path in sorted(root.rglob("*.py")):
         tree = ast.parse(path.read_text(encoding="utf-8"))
         for node in ast.walk(tree):
-            size = (node.end_lineno or node.lineno) - node.lineno + 1 if hasattr(node, "lineno") else 0
+            if not hasattr(node, "lineno"):
+                continue
+            size = (node.end_lineno or node.lineno) - node.lineno + 1
             where = f"{path.relative_to(root.parent)}:{getattr(node, 'name', '')}"
             if isinstance(node, ast.ClassDef):
                 classes.append((size, where))
