@@ -32,8 +32,8 @@ log="$(mktemp)"
 before="$(uptime)"
 start="$(date +%s.%N)"
 set +e
-/usr/bin/time -f "user %U s, sys %S s" -o "$log.time" python -m pytest -q -p no:randomly \
-    -p no:cacheprovider "$@" >"$log" 2>&1
+/usr/bin/time -q -f "user %U s, sys %S s" -o "$log.time" python -m pytest -q -p no:randomly \
+    -p no:cacheprovider -rfE "$@" >"$log" 2>&1
 status=$?
 set -e
 end="$(date +%s.%N)"
@@ -43,6 +43,7 @@ after="$(uptime)"
     echo "before: $before"
     echo "after:  $after"
     printf "wall %.0f s, %s\n" "$(python3 -c "print($end - $start)")" "$(cat "$log.time")"
+    grep -E '^(FAILED|ERROR) ' "$log" || true
     tail -n 1 "$log"
 }
 rm -f "$log" "$log.time"
