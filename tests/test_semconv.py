@@ -17,9 +17,13 @@ NAME = re.compile(
     r"^(gen_ai|tracescore|openinference|llm|input|output|retrieval|exception|service|session"
     r"|user|error|db|traceloop|message|message_content|document|tool)\.[a-z0-9_.]+$"
 )
-# Literals in those namespaces that are not telemetry names: module paths, and the prefixes of
-# JUnit class names in the eval and calibration reports.
-NOT_TELEMETRY = re.compile(r"^tracescore\.(_[a-z_.]+|scorers\.|calibrate\.|eval\.)$")
+# Literals in those namespaces that are not telemetry names: module paths, the prefixes of JUnit
+# class names in the eval and calibration reports, and other instrumentations' scope names
+# (packages such as openinference.instrumentation.crewai, which the readers recognise).
+NOT_TELEMETRY = re.compile(
+    r"^(tracescore\.(_[a-z_.]+|scorers\.|calibrate\.|eval\.)"
+    r"|openinference\.instrumentation\.[a-z_]+)$"
+)
 
 
 def literals_outside_semconv() -> list[str]:
