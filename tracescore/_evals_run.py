@@ -294,9 +294,10 @@ def _item_kwargs(request: ScoringRequest, item: EvalItem, scorer: Any) -> dict[s
     row states what each item offers; a custom scorer may read it without declaring it).
     Tool calls are passed only when the request has some: a target that returns OpenAI
     messages carries its calls in the output, where the scorer reads them (an empty list
-    passed here would win over them and read as "no tool was called")."""
+    passed here would win over them and read as "no tool was called"). Calls the item states
+    itself (``scorer_inputs={"tool_calls": [...]}``) are the request's too and always pass."""
     kwargs = scorer_kwargs(request, scorer)
-    if not request.tool_calls:
+    if not request.tool_calls and "tool_calls" not in request.extra:
         kwargs.pop("tool_calls", None)
     kwargs.setdefault("ground_truth", item.ground_truth)
     if item.context is not None:
