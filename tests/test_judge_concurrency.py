@@ -463,3 +463,12 @@ def test_eval_against_a_judge_that_is_not_there_says_so_plainly(tmp_path: Any) -
     assert proc.returncode != 0, output
     assert f"connection refused at http://127.0.0.1:{port}/v1" in output, output
     assert "ssl" not in output.lower(), output
+
+
+def test_a_local_judge_bounds_the_tokens_a_call_may_generate(judge_server: ScriptedJudge) -> None:
+    judge_server.route(NAME, ANSWER)
+    ask_many(make_judge(judge_server), 1)
+    ask_many(make_judge(judge_server, max_tokens=200), 1)
+
+    assert [b.get("max_tokens") for b in judge_server.requests] == [1024, 200]
+    assert "max_tokens" not in Judge("openai/gpt-4o-mini", api_key="sk-x")._kwargs

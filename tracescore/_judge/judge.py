@@ -25,6 +25,9 @@ DEFAULT_TIMEOUT = 60.0
 # A model on one's own machine (often a CPU) takes tens of seconds a call, a 1.5B one up to
 # 150 s on two loaded cores; waiting for a place in tracescore's queue is not counted.
 DEFAULT_LOCAL_TIMEOUT = 300.0
+# Tokens a local judge may generate per call unless max_tokens is given: a judge's JSON answer
+# takes a few hundred.
+DEFAULT_LOCAL_MAX_TOKENS = 1024
 DEFAULT_MAX_RETRIES = 3
 DEFAULT_RETRY_BACKOFF = 1.0
 DEFAULT_CACHE_SIZE = 1024
@@ -94,6 +97,9 @@ class Judge:
             reports (llama.cpp's ``llama-server``: ``GET /props``), no limit for vLLM, else 1.
             ``0``: no limit of the judge's own. Default ``TRACESCORE_JUDGE_MAX_CONCURRENCY``
             (an int >= 0), else automatic.
+            A local server's calls also get ``max_tokens=1024`` unless ``max_tokens`` or
+            ``max_completion_tokens`` is given: a small model may otherwise generate until its
+            context is full, and such a server keeps generating after the call timed out.
         **litellm_kwargs: passed to ``litellm.acompletion`` as they are (``api_base``,
             ``api_key``, ``extra_headers``, ``temperature`` to override 0, ...). Values of secret
             arguments (keys, tokens, headers) never appear in reprs or in tracescore's error
@@ -165,6 +171,11 @@ class Judge:
         check_response_format(response_format)
         self.model: str = model.strip()
         self._kwargs: dict[str, Any] = dict(litellm_kwargs)
+        if local and not {"max_tokens", "max_completion_tokens"} & set(self._kwargs):
+            # A small model under a JSON grammar may emit whitespace or repeat an item until its
+            # context is full, holding a one-slot server for minutes, past the call's timeout
+            # (the server keeps generating after the client gives up).
+            self._kwargs["max_tokens"] = DEFAULT_LOCAL_MAX_TOKENS
         self._caller = Caller(
             self.model,
             self._kwargs,
