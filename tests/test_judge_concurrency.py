@@ -405,7 +405,7 @@ def test_a_real_refusal_is_still_learnt_and_asked_again_only_after_a_while(
     assert [kind_of(b) for b in judge_server.requests] == [
         "json_schema", "json_object+schema", "json_object+schema", "json_object+schema",
         "json_schema", "json_object+schema", "json_object+schema"]
-    assert judge._caller._modes._interval == 600.0  # the next re-probe waits twice as long
+    assert judge._caller._modes._interval == 3600.0  # the next re-probe waits twice as long
 
 
 # -- issue 22.5: a refused connection fails fast and says so --------------------------------------

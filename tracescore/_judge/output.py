@@ -77,9 +77,10 @@ _FIXED_MODES: dict[str, tuple[ResponseMode, ...]] = {
 }
 
 # Seconds after a fallback learnt from a 5xx before the refused mode is asked again, and the
-# longest such wait (it doubles while the mode is still refused).
-REPROBE_AFTER = 300.0
-REPROBE_MAX = 3600.0
+# longest such wait (it doubles while the mode is still refused). Each re-probe costs a server
+# that really refuses the mode one more rejected call: rare enough to be noise in a long run.
+REPROBE_AFTER = 1800.0
+REPROBE_MAX = 14400.0
 
 # How much of a rejected answer is echoed back in the repair prompt.
 MAX_ECHO_CHARS = 4000
