@@ -70,7 +70,7 @@ def _lists_readable() -> bool:
     bounded: BoundedList[int] = BoundedList(None)
     bounded.extend((1, 2))
     try:
-        return tuple(bounded._dq) == (1, 2)  # noqa: SLF001
+        return tuple(bounded._dq) == (1, 2)  # type: ignore[attr-defined]  # noqa: SLF001
     except (AttributeError, TypeError):
         return False
 
@@ -128,7 +128,7 @@ def attribute_dict(attributes: Any, *, frozen_only: bool = False) -> dict[str, A
         return None
     if frozen_only and not getattr(attributes, "_immutable", False):
         return None
-    return inner  # type: ignore[no-any-return]
+    return inner
 
 
 def list_items(container: Any) -> tuple[Any, ...] | None:

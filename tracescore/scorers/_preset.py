@@ -101,7 +101,9 @@ def verdicts_schema(
         The pydantic model class.
     """
     item = create_model(item_name, __doc__=item_doc, **fields)
-    return create_model(name, __doc__=list_doc, **{items: (list[item], ...)})  # type: ignore[valid-type]
+    listed: dict[str, Any] = {items: (list[item], ...)}  # type: ignore[valid-type]
+    model: type[BaseModel] = create_model(name, __doc__=list_doc, **listed)
+    return model
 
 
 def judge_scorer(
@@ -159,9 +161,12 @@ def judge_scorer(
         ConfigurationError: ``reason`` is invalid, or inline without an ``inline_focus``; and
             what ``Scorer`` raises for the scale or the model.
     """
+    focus: str | bool = False
     inline = check_reason_mode(reason)
-    if inline and inline_focus is None:
-        raise ConfigurationError(f"scorer {id!r} does not write its reason inline")
+    if inline:
+        if inline_focus is None:
+            raise ConfigurationError(f"scorer {id!r} does not write its reason inline")
+        focus = inline_focus
     if generate_reason is None and reason_prompt is not None:
         generate_reason = reason_step(id, reason_instructions, reason_prompt)
     return scorer_class(
@@ -179,7 +184,7 @@ def judge_scorer(
         analyze=analyze,
         generate_score=generate_score,
         generate_reason=None if inline else generate_reason,
-        reason_in_analyze=inline_focus if inline else False,
+        reason_in_analyze=focus,
         options=options,
         **extra,
     )
