@@ -526,7 +526,7 @@ def test_two_services_share_a_rate_limit_through_redis(
     name: fleet
     max_per_minute: 6
 """
-    extra = f'limits: {{redis_url: "{redis_url}", key_prefix: "ts-test-serve"}}'
+    extra = f'fleet: {{redis_url: "{redis_url}", key_prefix: "ts-test-serve"}}'
     replicas = [start(_config(receiver.endpoint, rules, extra), telemetry_enabled=False)
                 for _ in range(2)]
     try:
