@@ -10,14 +10,15 @@ Run: ``PYTHONPATH=. python benchmarks/bench_frameworks.py [--spans 20000] [--rou
    through (a) a ``TracerProvider`` with a ``BatchSpanProcessor`` and a no-op exporter (the
    SDK's own path) and (b) ``tracescore.configure()`` with a no-op exporter and a rule that
    selects no LLM span (``on="agent"``), at sample rate 1.0 (the trace is picked: the span is
-   queued for the loop, where it is routed and let go) and 0.1 (most traces are not: the span
-   goes straight to export). The figure is the calling thread's CPU time per span
-   (``time.thread_time``), median of ``--rounds`` alternating rounds, and the same-run ratio.
+   routed in ``on_end``, on the calling thread, and let go) and 0.1 (most traces are not: the
+   span goes straight to export). The figure is the calling thread's CPU time per span
+   (``time.thread_time``), median of ``--rounds`` alternating rounds, and the same-run ratio;
+   also the readers' share of routing such a span (``reader_for`` + ``_turns.route``).
 2. **Reader, selected.** For one span of each framework's recorded shape (``tests/
    test_readers_frameworks.py``), µs per span for all that routing and reading do when a rule
    selects it: ``reader_for``, ``_turns.route`` (kind, trace buffer, refine), ``read`` and
    ``_turns.finish`` (for the OpenAI Agents SDK's agent span: the turn read from its two model
-   calls). This runs on tracescore's loop, not on the thread that ended the span.
+   calls). The router runs this in ``on_end``, on the thread that ended the span.
 """
 
 from __future__ import annotations
@@ -107,8 +108,21 @@ def caller_thread(spans: int, rounds: int) -> None:
             sdk.force_flush(30_000)
         tracescore.shutdown(30_000)
     sdk.shutdown()
+    from tracescore._readers._turns import route
+
+    span = sdk_tracer.start_span("ChatOpenAI", attributes=LLM_ATTRIBUTES)
+    span.end()
+    buffer = TraceBuffer()
+    reader_cpu = []
+    for _ in range(rounds):
+        start = time.thread_time()
+        for _ in range(spans):
+            route(reader_for(span), span, buffer)
+        reader_cpu.append((time.thread_time() - start) / spans * 1e6)
     print(f"caller thread, foreign LLM span no rule selects (CPU µs/span, median of {rounds} "
           f"rounds of {spans}):")
+    print(f"  of which reader_for + _turns.route in a picked trace: "
+          f"{statistics.median(reader_cpu):.2f}")
     for rate, pairs in results.items():
         base = statistics.median(p[0] for p in pairs)
         ours = statistics.median(p[1] for p in pairs)

@@ -15,10 +15,12 @@ tracescore's own) and ``documents_hint`` (what its framework does not trace, for
 context scorer gives when a trace has no retrieval span).
 
 The scoring processor asks the registered readers in order and the first that accepts a span
-reads it: tracescore's own, then the frameworks' (pydantic-ai, the OpenAI Agents SDK,
-LlamaIndex, LangGraph, CrewAI, DSPy: each a narrower view of a general source), OpenInference,
-OpenLLMetry, the OTel GenAI conventions; the generic reader, last, accepts every span. Adding
-a source is one new module with one ``Reader`` class, added to ``READERS``. A span made by
+reads it: tracescore's own, pydantic-ai's, OpenInference (a span of a framework traced through
+it, the OpenAI Agents SDK, LlamaIndex, LangChain/LangGraph, CrewAI, DSPy, goes on to that
+framework's reader by instrumentation scope: ``OPENINFERENCE_FRAMEWORKS``), OpenLLMetry, the
+OTel GenAI conventions; the generic reader, last, accepts every span. Adding a source is one
+new module with one ``Reader`` class, added to ``READERS`` (or, for a framework traced through
+OpenInference, to ``OPENINFERENCE_FRAMEWORKS`` under its scope). A span made by
 tracescore's decorators in this process is read through its decorator's ``CallRecord``
 (``tracescore._calls``) instead, which has the full values.
 """
@@ -40,7 +42,8 @@ from .openllmetry import OpenLLMetryReader
 from .pydantic_ai import PydanticAIReader
 from .tracescore import TracescoreReader
 
-__all__ = ["READERS", "Content", "Reader", "attributes_of", "reader_for", "scope_name"]
+__all__ = ["OPENINFERENCE_FRAMEWORKS", "READERS", "Content", "Reader", "attributes_of",
+           "reader_for", "scope_name"]
 
 # tracescore's own spans also carry OpenInference and GenAI attributes: its reader goes first.
 # OpenLLMetry before GenAI: traceloop's decorator spans may carry gen_ai.* too. Each accepts()
@@ -49,16 +52,25 @@ __all__ = ["READERS", "Content", "Reader", "attributes_of", "reader_for", "scope
 # (``tracescore._runtime.Runtime.readers``) holds the tuple its processor asks; this is the
 # default one.
 READERS: tuple[Reader, ...] = (
-    TracescoreReader(), PydanticAIReader(), OpenAIAgentsReader(), LlamaIndexReader(),
-    LangChainReader(), CrewAIReader(), DSPyReader(), OpenInferenceReader(), OpenLLMetryReader(),
+    TracescoreReader(), PydanticAIReader(), OpenInferenceReader(), OpenLLMetryReader(),
     GenAIReader(), GenericReader())
+
+# The frameworks traced through OpenInference, each a narrower OpenInference reader: a span the
+# OpenInference reader accepts goes to its framework's reader by instrumentation scope, one
+# look-up instead of one accepts() per framework on every span.
+OPENINFERENCE_FRAMEWORKS: dict[str, OpenInferenceReader] = {
+    reader.scope: reader for reader in (OpenAIAgentsReader(), LlamaIndexReader(),
+                                        LangChainReader(), CrewAIReader(), DSPyReader())}
 
 
 def reader_for(span: Any, readers: tuple[Reader, ...] = READERS) -> Reader:
-    """The first of ``readers`` that accepts ``span`` (the last, generic one at worst)."""
+    """The first of ``readers`` that accepts ``span`` (the last, generic one at worst); for
+    the OpenInference reader, its framework's reader when there is one."""
     for reader in readers:
         try:
             if reader.accepts(span):
+                if type(reader) is OpenInferenceReader:
+                    return OPENINFERENCE_FRAMEWORKS.get(scope_name(span), reader)
                 return reader
         except Exception:  # a broken reader must not cost the span its export
             continue

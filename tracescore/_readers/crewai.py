@@ -31,6 +31,7 @@ class CrewAIReader(OpenInferenceReader):
     """Reads OpenInference spans of CrewAI."""
 
     name = "crewai"
+    scope = SCOPE
 
     def accepts(self, span: Any) -> bool:
         return (sc.OPENINFERENCE_SPAN_KIND in attributes_of(span)

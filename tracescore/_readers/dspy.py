@@ -34,6 +34,7 @@ class DSPyReader(OpenInferenceReader):
     """Reads OpenInference spans of DSPy."""
 
     name = "dspy"
+    scope = SCOPE
     documents_hint = ("DSPy's retrievers (dspy.retrievers.Embeddings, the one the DSPy docs "
                       "use) make no span under OpenInference's DSPy instrumentation: decorate "
                       "the function that searches with @tracescore.retrieval")

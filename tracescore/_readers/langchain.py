@@ -41,6 +41,7 @@ class LangChainReader(OpenInferenceReader):
     """Reads OpenInference spans of LangChain and LangGraph."""
 
     name = "langchain"
+    scope = SCOPE
 
     def accepts(self, span: Any) -> bool:
         return (sc.OPENINFERENCE_SPAN_KIND in attributes_of(span)

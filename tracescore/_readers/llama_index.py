@@ -46,6 +46,7 @@ class LlamaIndexReader(OpenInferenceReader):
     """Reads OpenInference spans of LlamaIndex."""
 
     name = "llama-index"
+    scope = SCOPE
 
     def accepts(self, span: Any) -> bool:
         return (sc.OPENINFERENCE_SPAN_KIND in attributes_of(span)

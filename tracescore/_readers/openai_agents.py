@@ -27,6 +27,7 @@ class OpenAIAgentsReader(OpenInferenceReader):
     """Reads OpenInference spans of the OpenAI Agents SDK."""
 
     name = "openai-agents"
+    scope = SCOPE
 
     def accepts(self, span: Any) -> bool:
         return (sc.OPENINFERENCE_SPAN_KIND in attributes_of(span)
