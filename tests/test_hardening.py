@@ -1553,7 +1553,7 @@ EXIT_BUDGETS_SCRIPT = textwrap.dedent(
     tracescore.configure(service_name="first", exporter=False)
     inst = tracescore.configure(
         service_name="second", exporter=tracescore.FileSpanExporter({path!r}),
-        flush_timeout=6, limits=tracescore.LimitsOptions(score_timeout=60),
+        flush_timeout=2, limits=tracescore.LimitsOptions(score_timeout=60),
         scoring=[tracescore.ScoringRule(scorer=Hung(id="hung"))],
     )
     processor = inst.processor
@@ -1587,8 +1587,8 @@ EXIT_BUDGETS_SCRIPT = textwrap.dedent(
 
 def test_exit_with_a_hung_scorer_waits_one_flush_deadline_not_two(tmp_path: Any) -> None:
     # Asserted on the deadlines each exit step gives the processor, not on the wall time of
-    # the exit: the flush before the threads are joined waits its whole deadline (6 s) for the
-    # hung score and says so; the shutdown after them gets a second, not another 6 s.
+    # the exit: the flush before the threads are joined waits its whole deadline (2 s) for the
+    # hung score and says so; the shutdown after them gets a second, not another 2 s.
     path = tmp_path / "spans.jsonl"
     script = tmp_path / "exit.py"
     script.write_text(EXIT_BUDGETS_SCRIPT.format(root=ROOT, path=str(path)))
@@ -1599,7 +1599,7 @@ def test_exit_with_a_hung_scorer_waits_one_flush_deadline_not_two(tmp_path: Any)
     assert exiting == "exiting"
     calls = json.loads(report)
     flushes = [c for c in calls if c[0] == "force_flush"]
-    assert flushes[0] == ["force_flush", 6000, False]  # one whole deadline, missed
+    assert flushes[0] == ["force_flush", 2000, False]  # one whole deadline, missed
     assert len(flushes) >= 2  # the shutdown flushes too...
     assert all(budget <= 1000 for _, budget, _ in flushes[1:])  # ...within a second
     assert any(c[0] == "shutdown" for c in calls)
