@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 import tracescore
-from tests.helpers import ProbeScorer
+from tests.helpers import ProbeScorer, scaled
 from tests.otlp_receiver import GrpcOtlpReceiver, HttpOtlpReceiver
 
 
@@ -64,6 +64,9 @@ def test_otlp_export_from_env(monkeypatch: pytest.MonkeyPatch, protocol: str,
         assert event[1]["gen_ai.evaluation.name"] == "probe"
         assert event[1]["gen_ai.evaluation.score.value"] == pytest.approx(0.09)
         assert event[1]["gen_ai.evaluation.score.label"] == "fail"
+        # While the receiver still answers: with the generic endpoint the score log records and
+        # metrics go there too, and a shutdown after it closed waits its whole deadline (3 s).
+        tracescore.shutdown(int(scaled(5000)))
 
 
 def test_default_is_otlp_json_file(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
