@@ -17,8 +17,9 @@ for JSON (``response_format`` ``json_object``: llama.cpp's server rejects ``json
 validates it into the schema DeepEval passes.
 
 Metrics: Ragas ``Faithfulness`` (scorer ``ragas-faithfulness``); DeepEval ``FaithfulnessMetric``
-(``deepeval-faithfulness``) and ``HallucinationMetric`` (``deepeval-hallucination``, lower is
-better, the context given as its ``context``).
+(``deepeval-faithfulness``) and ``HallucinationMetric`` (``deepeval-hallucination``, the
+context given as its ``context``; in DeepEval 4.3.1 its score is the share of contexts the
+output agrees with and a test case succeeds at score >= threshold: higher is better).
 """
 
 from __future__ import annotations

@@ -40,7 +40,10 @@ if str(REPO) not in sys.path:
 from tracescore import _calibrate_stats as stats  # noqa: E402
 
 THRESHOLD = 0.5
-LOWER_IS_BETTER = {"hallucination", "deepeval-hallucination"}
+# DeepEval 4.3.1's HallucinationMetric scores the share of contexts the output agrees with and
+# succeeds at score >= threshold (deepeval/metrics/hallucination: score_qag_verdicts with
+# passing=YES, is_successful: score >= threshold): higher is better, unlike tracescore's.
+LOWER_IS_BETTER = {"hallucination"}
 DOCS = REPO / "docs" / "judge-quality.md"
 START, END = "<!-- judge-quality-table:start -->", "<!-- judge-quality-table:end -->"
 ORDER = {"faithfulness": 0, "ragas-faithfulness": 1, "deepeval-faithfulness": 2,

@@ -153,7 +153,8 @@ def judge_for(args: argparse.Namespace, share: bool) -> Any:
 
         _JUDGES[share] = tracescore.Judge(
             f"openai/{args.model}", api_base=args.server, api_key="none",
-            timeout=args.timeout, max_retries=1, cache_size=64 if share else 0)
+            timeout=args.timeout, max_retries=1, cache_size=64 if share else 0,
+            response_format=args.response_format)
     return _JUDGES[share]
 
 
@@ -293,6 +294,9 @@ async def amain(argv: list[str] | None = None) -> int:
     parser.add_argument("--peers-python", help="the Python of the Ragas/DeepEval virtualenv")
     parser.add_argument("--peer-batch", type=int, default=3, help="rows per peer process")
     parser.add_argument("--timeout", type=float, default=900.0, help="seconds per judge call")
+    parser.add_argument("--response-format", default="auto",
+                        help="the judge's response_format mode (tracescore.Judge): json_object "
+                        "for llama.cpp's server saves the json_schema probes (default auto)")
     parser.add_argument("--max-items", type=int, default=0, help="stop after N (0: no limit)")
     args = parser.parse_args(argv)
 
