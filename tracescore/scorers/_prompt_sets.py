@@ -110,7 +110,7 @@ def _v1_verdicts_schema() -> type[BaseModel]:
     )
     return create_model(
         "ClaimSupportVerdicts",
-        __doc__="One evidence and verdict per claim, in order.",
+        __doc__="Exactly one entry per claim, in the claims' order.",
         verdicts=(list[item], ...),  # type: ignore[valid-type]
     )
 
@@ -124,8 +124,10 @@ its answer. For each claim, first quote the words of the context that are about 
 - "no": the context says something that contradicts the claim or a part of it.
 - "unsure": the context does not mention it, or supports only part of it.
 
-Use the context only, never your own knowledge. One entry per claim, in the claims' order, \
-claim_index set to the claim's index."""
+Use the context only, never your own knowledge. Exactly one entry per claim, in the claims' \
+order, claim_index set to the claim's index: never one entry per context passage or per quote \
+(when several parts of the context bear on a claim, quote them together in that claim's \
+evidence, briefly)."""
 
 
 def _v1_verdicts_prompt(run: ScorerRun) -> str:
