@@ -379,8 +379,12 @@ def test_jobs_cut_by_shutdown_are_counted_as_dropped() -> None:
         return {p.attributes["gen_ai.evaluation.name"]: p.value for p in points
                 if p.attributes["tracescore.outcome"] == "dropped"}
 
+    def counted() -> bool:  # every scorer's drops recorded (one scorer's may come first)
+        got = dropped_jobs()
+        return got.get("hung") == 3 and got.get("quick", 0) == 3 - len(quick.calls)
+
     deadline = time.monotonic() + scaled(5)
-    while "hung" not in dropped_jobs() and time.monotonic() < deadline:
+    while not counted() and time.monotonic() < deadline:
         time.sleep(0.01)
     dropped = dropped_jobs()
     assert dropped["hung"] == 3
