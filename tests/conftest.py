@@ -41,6 +41,16 @@ def judge(judge_server: ScriptedJudge) -> Judge:
     return make_judge(judge_server)
 
 
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
+    """Workers for ``-n auto`` (pyproject's addopts): one more than the cores, at most 8. The
+    suite mostly waits (deadlines, child processes, loopback servers), so a worker beyond the
+    cores keeps them busy; ``PYTEST_XDIST_AUTO_NUM_WORKERS`` overrides it."""
+    given = os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS", "").strip()
+    if given.isdigit():
+        return int(given)
+    return min((os.cpu_count() or 1) + 1, 8)
+
+
 def pytest_report_header(config: pytest.Config) -> str:
     return (f"tracescore: waits and pytest-timeout limits scaled x{timeout_scale():.1f} "
             "(TRACESCORE_TEST_TIMEOUT_SCALE, default the load per core)")

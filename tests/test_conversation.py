@@ -13,7 +13,6 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from opentelemetry import trace
 from opentelemetry.sdk._logs import LoggerProvider
 from opentelemetry.sdk._logs import export as logs_export
 from opentelemetry.sdk.metrics import MeterProvider
@@ -102,8 +101,10 @@ def test_tasks_and_bound_threads_inherit_it_plain_threads_do_not() -> None:
 
 
 def test_spans_of_other_instrumentations_in_the_turn_get_it_too() -> None:
-    _, exporter = memory_configure()
-    other = trace.get_tracer("some.other.instrumentation")
+    inst, exporter = memory_configure()
+    # Another instrumentation's tracer, on the provider tracescore configured (the global one
+    # only when no earlier configure in this process took the global slot first).
+    other = inst.tracer_provider.get_tracer("some.other.instrumentation")
     with tracescore.conversation("chat-3", user_id="u-3"), other.start_as_current_span("foreign"):
         answer("q")
     with other.start_as_current_span("foreign outside"):
