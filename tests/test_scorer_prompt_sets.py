@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from tracescore import ConfigurationError, Judge
+from tracescore import ConfigurationError, InvalidJudgeOutputError, Judge
 from tracescore.scorers import create_faithfulness_scorer, create_hallucination_scorer
 from tracescore.testing import ScriptedJudge as JudgeServer
 from tracescore.testing import make_judge
@@ -105,3 +105,59 @@ def test_default_prompt_set_is_unchanged(judge_server: JudgeServer, judge: Judge
 def test_an_unknown_prompt_set_is_refused(factory: Any) -> None:
     with pytest.raises(ConfigurationError, match="prompt_set must be one of"):
         factory(model="openai/x", prompt_set="v2")
+
+
+def entries(*pairs: tuple[int, str]) -> dict[str, Any]:
+    return {"verdicts": [{"claim_index": i, "evidence": f"passage {n}", "verdict": v}
+                         for n, (i, v) in enumerate(pairs)],
+            "reason": "r"}
+
+
+@pytest.mark.parametrize(
+    ("claims", "answer", "verdicts", "faithfulness"),
+    [
+        # one claim, a verdict per context passage (indices as the judge numbered them)
+        (CLAIMS[:1], entries((0, "unsure"), (1, "yes")), ["yes"], 1.0),
+        (CLAIMS[:1], entries((0, "yes"), (0, "no")), ["no"], 0.0),
+        (CLAIMS[:1], entries((0, "unsure"), (0, "unsure")), ["unsure"], 0.0),
+        # two claims, the first in two entries
+        (CLAIMS, entries((0, "unsure"), (0, "yes"), (1, "no")), ["yes", "no"], 0.5),
+    ],
+)
+def test_v1_merges_a_claims_entries_when_the_judge_splits_it(
+    judge_server: JudgeServer, judge: Judge, claims: list[str], answer: dict[str, Any],
+    verdicts: list[str], faithfulness: float
+) -> None:
+    judge_server.route("answer_claims_v1", {"claims": claims})
+    judge_server.route("claim_support_v1", answer)
+
+    result = create_faithfulness_scorer(model=judge, prompt_set="tracescore-v1").run(
+        input=QUESTION, output="Mumbai.", context=CONTEXT)
+
+    assert result.score == faithfulness
+    assert result.judge_calls == 2  # read as answered: no repair retry
+    got = (result.analyze_step_result or {})["verdicts"]
+    assert [v["verdict"] for v in got] == verdicts
+    assert [v["claim_index"] for v in got] == list(range(len(claims)))
+    assert got[0]["evidence"].startswith("passage 0 / passage 1")
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        entries((0, "yes"), (2, "yes"), (1, "yes")),  # a claim that does not exist
+        entries((0, "yes"), (0, "yes"), (0, "no")),   # the second claim has no verdict
+        entries((0, "yes")),                          # too few
+    ],
+)
+def test_v1_refuses_entries_that_cannot_be_matched_to_the_claims(
+    judge_server: JudgeServer, judge: Judge, answer: dict[str, Any]
+) -> None:
+    judge_server.route("answer_claims_v1", {"claims": CLAIMS})
+    judge_server.route("claim_support_v1", answer)
+
+    with pytest.raises(InvalidJudgeOutputError, match="expected 2 verdicts"):
+        create_faithfulness_scorer(model=judge, prompt_set="tracescore-v1").run(
+            input=QUESTION, output="Mumbai.", context=CONTEXT)
+    # the repair retry was asked
+    assert judge_server.schema_names.count("claim_support_v1") == 2

@@ -37,13 +37,12 @@ from tracescore._errors import ConfigurationError
 from tracescore._judge import Judge
 from tracescore.scorers._base import JudgePrompt, Scorer, ScorerRun, check_scale
 from tracescore.scorers._claims import (
-    ClaimVerdictsCheck,
     check_context_option,
     claims_and_context,
     claims_of,
     yes_share,
 )
-from tracescore.scorers._common import Texts, context_options
+from tracescore.scorers._common import Texts, check_count, context_options
 from tracescore.scorers._prompt import data_block
 from tracescore.scorers._verdicts import YesUnsureNo
 
@@ -130,6 +129,40 @@ order, claim_index set to the claim's index: never one entry per context passage
 evidence, briefly)."""
 
 
+class _V1VerdictsCheck:
+    """The ``claim_support_v1`` answer, one entry per claim, matched by ``claim_index``.
+
+    A small judge sometimes writes a claim's verdict in several entries, one per context passage
+    it quotes, although the instructions ask for one. Such entries are merged, so the answer is
+    read rather than refused: when the answer has more entries than claims and every entry's
+    ``claim_index`` names a claim (each claim at least once; with a single claim every entry is
+    about it), a claim's verdict is ``no`` if any of its entries says ``no`` (the context
+    contradicts it somewhere), else ``yes`` if any says ``yes`` (a passage supports it), else
+    ``unsure``; the evidence is joined. An answer with as many entries as claims is read in order,
+    as before; any other answer is refused (``ValueError``), which has the judge asked once more.
+    """
+
+    def __call__(self, parsed: Any, run: ScorerRun) -> None:
+        assert run.preprocess_result is not None
+        claims = len(run.preprocess_result["claims"])
+        entries = list(parsed.verdicts)
+        if len(entries) <= claims:
+            check_count(entries, claims, "verdicts", "claim")
+            return
+        index = [0] * len(entries) if claims == 1 else [e.claim_index for e in entries]
+        if set(index) != set(range(claims)):
+            check_count(entries, claims, "verdicts", "claim")
+        merged = []
+        for claim in range(claims):
+            group = [e for e, i in zip(entries, index, strict=True) if i == claim]
+            said = {e.verdict for e in group}
+            verdict = "no" if "no" in said else "yes" if "yes" in said else "unsure"
+            evidence = " / ".join(e.evidence for e in group)
+            merged.append(group[0].model_copy(
+                update={"claim_index": claim, "verdict": verdict, "evidence": evidence}))
+        parsed.verdicts = merged
+
+
 def _v1_verdicts_prompt(run: ScorerRun) -> str:
     claims = claims_of(run)
     return claims_and_context(
@@ -157,7 +190,7 @@ _V1_VERDICTS = JudgePrompt(
     prompt=_v1_verdicts_prompt,
     output_schema=_v1_verdicts_schema(),
     name="claim_support_v1",
-    validate=ClaimVerdictsCheck(),
+    validate=_V1VerdictsCheck(),
 )
 
 V1_STEPS: dict[str, dict[str, Any]] = {
