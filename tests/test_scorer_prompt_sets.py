@@ -1,7 +1,8 @@
-"""The ``tracescore-v1`` prompt set of faithfulness and hallucination, against the loopback judge:
-the question reaches the claims step, one support verdict per claim serves both scorers (the
-judge's cache answers the second), the reason comes with the verdicts, and the default set is
-untouched."""
+"""The ``tracescore-v1`` and ``tracescore-v2`` prompt sets of faithfulness and hallucination,
+against the loopback judge. v1: the question reaches the claims step, one support verdict per
+claim serves both scorers (the judge's cache answers the second), the reason comes with the
+verdicts. v2: hallucination sends faithfulness's own claims and verdict requests and scores the
+unsupported share. The default set is untouched."""
 
 from __future__ import annotations
 
@@ -161,3 +162,55 @@ def test_v1_refuses_entries_that_cannot_be_matched_to_the_claims(
             input=QUESTION, output="Mumbai.", context=CONTEXT)
     # the repair retry was asked
     assert judge_server.schema_names.count("claim_support_v1") == 2
+
+
+def script_v2(server: JudgeServer, *values: str) -> None:
+    server.route("output_claims", {"claims": CLAIMS})
+    server.route("faithfulness_verdicts", {"verdicts": [
+        {"claim_index": i, "verdict": v, "reason": "r"} for i, v in enumerate(values)]})
+    server.route("faithfulness_reason", {"reason": "Faithfulness reason."})
+    server.route("hallucination_reason_v2", {"reason": "Hallucination reason."})
+
+
+@pytest.mark.parametrize(
+    ("values", "hallucination"),
+    [(("yes", "yes"), 0.0), (("yes", "unsure"), 0.5), (("no", "yes"), 0.5),
+     (("no", "unsure"), 1.0)],
+)
+def test_v2_hallucination_asks_the_faithfulness_question(
+    judge_server: JudgeServer, judge: Judge, values: tuple[str, ...], hallucination: float
+) -> None:
+    script_v2(judge_server, *values)
+
+    result = create_hallucination_scorer(model=judge, prompt_set="tracescore-v2").run(
+        input=QUESTION, output="Mumbai.", context=CONTEXT)
+
+    assert result.score == hallucination
+    assert result.judge_calls == 3
+    assert judge_server.schema_names == [
+        "output_claims", "faithfulness_verdicts", "hallucination_reason_v2"]
+    assert result.reason == "Hallucination reason."
+    # the reason prompt is given the support verdicts, and says lower is better
+    assert "lower is better" in (result.generate_reason_prompt or "")
+    assert [v["verdict"] for v in (result.analyze_step_result or {})["verdicts"]] == list(values)
+    assert create_hallucination_scorer(
+        model=judge, prompt_set="tracescore-v2").options["prompt_set"] == "tracescore-v2"
+
+
+def test_v2_after_faithfulness_costs_one_call_with_a_caching_judge(
+    judge_server: JudgeServer
+) -> None:
+    script_v2(judge_server, "yes", "no")
+    judge = make_judge(judge_server, cache_size=8)
+
+    faith = create_faithfulness_scorer(model=judge, prompt_set="tracescore-v2").run(
+        output="Mumbai.", context=CONTEXT)
+    hallu = create_hallucination_scorer(model=judge, prompt_set="tracescore-v2").run(
+        output="Mumbai.", context=CONTEXT)
+
+    assert (faith.score, hallu.score) == (0.5, 0.5)
+    assert (faith.judge_calls, hallu.judge_calls) == (3, 1)
+    # faithfulness under v2 is the default faithfulness
+    assert judge_server.schema_names == [
+        "output_claims", "faithfulness_verdicts", "faithfulness_reason",
+        "hallucination_reason_v2"]

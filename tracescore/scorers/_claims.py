@@ -266,6 +266,7 @@ def claims_scorer(
     generate_reason: JudgePrompt,
     generate_score: Callable[[ScorerRun], float] = scaled_yes_share,
     higher_is_better: bool = True,
+    prompt_set: str = "default",
 ) -> Scorer:
     """A claim-checking scorer (claims, verdicts against the context, reason), its options
     checked: what faithfulness, hallucination and context recall build alike.
@@ -283,6 +284,8 @@ def claims_scorer(
         generate_reason: the reason step (``claims_reason_step``).
         generate_score: the score from the verdicts; default ``scaled_yes_share``.
         higher_is_better: ``False`` for hallucination.
+        prompt_set: the prompt set's name, kept in the scorer's ``options`` unless
+            ``"default"``.
 
     Raises:
         ConfigurationError: ``context`` is not a list, ``context_extractor`` is not callable,
@@ -290,6 +293,9 @@ def claims_scorer(
     """
     check_scale(scale)
     check_context_option(context)
+    options = context_options(context, context_extractor, scale)
+    if prompt_set != "default":
+        options["prompt_set"] = prompt_set
     return judge_scorer(
         id=id,
         description=description,
@@ -304,5 +310,5 @@ def claims_scorer(
         analyze=analyze,
         generate_score=generate_score,
         generate_reason=generate_reason,
-        options=context_options(context, context_extractor, scale),
+        options=options,
     )

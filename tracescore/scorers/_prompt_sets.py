@@ -1,4 +1,4 @@
-"""Prompt sets of the claim-checking scorers: ``default`` and ``tracescore-v1``.
+"""Prompt sets of the claim-checking scorers: ``default``, ``tracescore-v1``, ``tracescore-v2``.
 
 ``default`` is the prompt set the factories have always used (their own modules hold it; the
 Mastra-parity tests pin its behaviour). ``tracescore-v1`` is an explicit choice
@@ -24,6 +24,20 @@ and tuned on the development split of the judge-quality benchmark
 With ``tracescore-v1`` the hallucination scorer's ``analyze_step_result`` holds the support
 verdicts (``yes`` = supported), the same object faithfulness reports; its score is the share of
 claims whose verdict is not ``yes``.
+
+``tracescore-v2`` keeps the default prompts (Mastra's claims and faithfulness verdicts, which
+the benchmark measured as the better pair: v1's question-aware claims and evidence-first
+verdicts agreed less often with the labels) and changes only how hallucination asks:
+
+* **Hallucination asks faithfulness's question.** Its claims and verdict requests are the
+  default faithfulness requests (``output_claims``, ``faithfulness_verdicts``: ``yes``
+  supported, ``no`` contradicted, ``unsure`` not in the context), and its score is the share of
+  claims not judged ``yes``, so the small judge is never asked the inverted "is it
+  hallucinated?" question. Its reason is its own (``hallucination_reason_v2``), written from
+  those verdicts: three judge calls alone, as the default; one (the reason) after faithfulness
+  on the same span with a caching judge.
+* Faithfulness under ``tracescore-v2`` is the default faithfulness, so one ``prompt_set``
+  can be set for both scorers.
 """
 
 from __future__ import annotations
@@ -46,12 +60,15 @@ from tracescore.scorers._common import Texts, check_count, context_options
 from tracescore.scorers._prompt import data_block
 from tracescore.scorers._verdicts import YesUnsureNo
 
-__all__ = ["PROMPT_SETS", "PromptSet", "V1_STEPS", "check_prompt_set", "v1_claims_scorer"]
+__all__ = [
+    "PROMPT_SETS", "PromptSet", "V1_STEPS", "check_prompt_set", "unsupported_share",
+    "v1_claims_scorer",
+]
 
-PromptSet = Literal["default", "tracescore-v1"]
+PromptSet = Literal["default", "tracescore-v1", "tracescore-v2"]
 """The prompt sets of faithfulness and hallucination."""
 
-PROMPT_SETS: tuple[str, ...] = ("default", "tracescore-v1")
+PROMPT_SETS: tuple[str, ...] = ("default", "tracescore-v1", "tracescore-v2")
 
 
 def check_prompt_set(scorer_id: str, prompt_set: object) -> None:
@@ -170,8 +187,9 @@ def _v1_verdicts_prompt(run: ScorerRun) -> str:
     )
 
 
-def _unsupported_share(run: ScorerRun) -> float:
-    """Hallucination under ``tracescore-v1``: the share of claims not judged ``yes``."""
+def unsupported_share(run: ScorerRun) -> float:
+    """Hallucination under ``tracescore-v1`` and ``-v2``: the share of claims whose support
+    verdict is not ``yes`` (contradicted or not in the context), times the scale."""
     return (1.0 - yes_share(run)) * run.scale
 
 
@@ -197,7 +215,7 @@ V1_STEPS: dict[str, dict[str, Any]] = {
     "faithfulness": {"preprocess": _V1_CLAIMS, "analyze": _V1_VERDICTS,
                      "generate_score": _supported_share},
     "hallucination": {"preprocess": _V1_CLAIMS, "analyze": _V1_VERDICTS,
-                      "generate_score": _unsupported_share},
+                      "generate_score": unsupported_share},
 }
 """The steps of ``tracescore-v1`` per scorer (the reason is written inline)."""
 

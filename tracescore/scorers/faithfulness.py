@@ -21,7 +21,7 @@ from tracescore.scorers._claims import (
 from tracescore.scorers._prompt_sets import PromptSet, check_prompt_set, v1_claims_scorer
 from tracescore.scorers._verdicts import YesUnsureNo
 
-__all__ = ["create_faithfulness_scorer"]
+__all__ = ["FAITHFULNESS_VERDICTS", "create_faithfulness_scorer"]
 
 SCORER_ID = "faithfulness"
 _DESCRIPTION = "The share of the answer's claims that its context supports."
@@ -48,6 +48,15 @@ Judge against the context only, never against your own knowledge: a claim you kn
 but that the context does not back is "unsure", and a claim you believe false that the context \
 states is "yes". Give exactly one verdict per claim, in the order of the claims, with \
 claim_index set to the claim's index and a one-sentence reason."""
+
+FAITHFULNESS_VERDICTS = claim_verdicts_step(
+    instructions=_VERDICTS_INSTRUCTIONS,
+    output_schema=ClaimVerdicts,
+    name="faithfulness_verdicts",
+    task="Check each of the {n} claims above against the context pieces.",
+)
+"""The verdicts step (``yes`` supported, ``no`` contradicted, ``unsure`` not in the context),
+which hallucination's ``tracescore-v2`` prompt set sends too."""
 
 _REASON_INSTRUCTIONS = """\
 You explain a faithfulness score to a developer reading it next to a trace, in two or three \
@@ -94,9 +103,11 @@ def create_faithfulness_scorer(
         prompt_set: ``"default"`` (the prompts described above), or ``"tracescore-v1"``: the
             claims read the question too, each claim gets its evidence and a support verdict
             (the same request for faithfulness and hallucination, so one judge answers both
-            once), and the reason is written in that call: two judge calls instead of three.
-            Measured against the default on HaluEval's held-out split: docs/judge-quality.md;
-            details in ``tracescore.scorers._prompt_sets``.
+            once), and the reason is written in that call: two judge calls instead of three;
+            or ``"tracescore-v2"``: the default prompts (the set exists so that one name
+            serves both scorers; it changes hallucination only). Measured against the default
+            on HaluEval's held-out split: docs/judge-quality.md; details in
+            ``tracescore.scorers._prompt_sets``.
 
     Returns:
         A ``Scorer`` with id ``faithfulness``.
@@ -125,13 +136,9 @@ def create_faithfulness_scorer(
         scale=scale,
         requires=("output", "context"),
         preprocess=OUTPUT_CLAIMS,
-        analyze=claim_verdicts_step(
-            instructions=_VERDICTS_INSTRUCTIONS,
-            output_schema=ClaimVerdicts,
-            name="faithfulness_verdicts",
-            task="Check each of the {n} claims above against the context pieces.",
-        ),
+        analyze=FAITHFULNESS_VERDICTS,
         generate_reason=claims_reason_step(
             instructions=_REASON_INSTRUCTIONS, name="faithfulness_reason"
         ),
+        prompt_set=prompt_set,
     )

@@ -18,8 +18,14 @@ from tracescore.scorers._claims import (
     claims_reason_step,
     claims_scorer,
 )
-from tracescore.scorers._prompt_sets import PromptSet, check_prompt_set, v1_claims_scorer
+from tracescore.scorers._prompt_sets import (
+    PromptSet,
+    check_prompt_set,
+    unsupported_share,
+    v1_claims_scorer,
+)
 from tracescore.scorers._verdicts import YesNo
+from tracescore.scorers.faithfulness import FAITHFULNESS_VERDICTS
 
 __all__ = ["create_hallucination_scorer"]
 
@@ -53,6 +59,14 @@ You explain a hallucination score to a developer reading it next to a trace, in 
 sentences. The score is the share of the answer's claims that contradict the context or are \
 not supported by it, so lower is better. Name the hallucinated claims, if any, and say whether \
 they contradict the context or are merely unsupported, based on the verdicts given. Do not \
+repeat the formula."""
+
+_V2_REASON_INSTRUCTIONS = """\
+You explain a hallucination score to a developer reading it next to a trace, in two or three \
+sentences. Each claim of the answer was checked against the context: "yes" means the context \
+supports it, "no" that the context contradicts it, "unsure" that the context does not say. \
+The score is the share of claims not supported ("no" or "unsure"), so lower is better. Name \
+those claims, if any, and say whether each is contradicted or merely unsupported. Do not \
 repeat the formula."""
 
 
@@ -96,6 +110,11 @@ def create_hallucination_scorer(
             claims read the question too, each claim gets its evidence and a support verdict
             (the same request for faithfulness and hallucination, so one judge answers both
             once), and the reason is written in that call: two judge calls instead of three.
+            Or ``"tracescore-v2"``: faithfulness's claims and verdict requests (``yes``
+            supported, ``no`` contradicted, ``unsure`` not in the context), the score the share
+            of claims not judged ``yes``, and a reason of its own: three judge calls, or one
+            after faithfulness on the same span with a caching judge
+            (``Judge(cache_size=...)``); ``analyze_step_result`` then holds support verdicts.
             Measured against the default on HaluEval's held-out split: docs/judge-quality.md;
             details in ``tracescore.scorers._prompt_sets``.
 
@@ -117,6 +136,17 @@ def create_hallucination_scorer(
         return v1_claims_scorer(
             SCORER_ID, description=_DESCRIPTION, model=model, context=context,
             context_extractor=context_extractor, scale=scale, higher_is_better=False)
+    if prompt_set == "tracescore-v2":
+        return claims_scorer(
+            id=SCORER_ID, description=_DESCRIPTION, model=model, context=context,
+            context_extractor=context_extractor, scale=scale, requires=("output", "context"),
+            higher_is_better=False, preprocess=OUTPUT_CLAIMS, analyze=FAITHFULNESS_VERDICTS,
+            generate_score=unsupported_share,
+            generate_reason=claims_reason_step(
+                instructions=_V2_REASON_INSTRUCTIONS, name="hallucination_reason_v2",
+                note=" (lower is better)"),
+            prompt_set=prompt_set,
+        )
     return claims_scorer(
         id=SCORER_ID,
         description=_DESCRIPTION,
