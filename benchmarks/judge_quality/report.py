@@ -14,12 +14,14 @@ judge with a request cache answers the second scorer from the first: its standal
 then the first's (taken from the faithfulness record of the same item).
 
 ``--paired`` restricts every row to the items that every listed row scored, so engines are
-compared on the same answers. ``--docs`` rewrites the table between the markers of
-docs/judge-quality.md.
+compared on the same answers; ``--not-paired PROMPT_SET`` (repeatable) leaves a prompt set out
+of that comparison (one that was stopped early would otherwise cap it at its own items).
+``--docs`` rewrites the table between the markers of docs/judge-quality.md.
 
 Run::
 
-    python benchmarks/judge_quality/report.py [--results FILE] [--paired] [--docs]
+    python benchmarks/judge_quality/report.py [--results FILE] [--paired] [--docs] \
+        [--not-paired tracescore-v1]
 """
 
 from __future__ import annotations
@@ -106,8 +108,13 @@ def row_of(key: tuple[str, ...], group: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-def table(records: list[dict[str, Any]], paired: bool) -> list[dict[str, Any]]:
+def table(records: list[dict[str, Any]], paired: bool,
+          not_paired: frozenset[str] = frozenset()) -> list[dict[str, Any]]:
+    """The rows of the table; with ``paired``, over the items every row of the split scored,
+    leaving out the prompt sets in ``not_paired``."""
     standalone_tokens(records)
+    if paired:
+        records = [r for r in records if r["prompt_set"] not in not_paired]
     groups: dict[tuple[str, ...], list[dict[str, Any]]] = defaultdict(list)
     for r in records:
         groups[(r["split"], r["model"], r["model_sha256"], r["engine"], r["scorer"],
@@ -164,6 +171,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--results", type=Path,
                         default=HERE / "results" / "qwen2.5-coder-1.5b-q4_k_m.jsonl")
     parser.add_argument("--paired", action="store_true")
+    parser.add_argument("--not-paired", action="append", default=[], metavar="PROMPT_SET",
+                        help="leave this prompt set out of the paired table (repeatable)")
     parser.add_argument("--split", help="only this split")
     parser.add_argument("--docs", action="store_true", help="rewrite docs/judge-quality.md's "
                         "table (held-out and dev, all items, then paired)")
@@ -172,15 +181,17 @@ def main(argv: list[str] | None = None) -> int:
     records = read(args.results)
     if args.split:
         records = [r for r in records if r["split"] == args.split]
-    rows = table(records, args.paired)
+    not_paired = frozenset(args.not_paired)
+    rows = table(records, args.paired, not_paired)
     text = markdown(rows)
     print(text)
     if args.json:
         args.json.write_text(json.dumps(rows, indent=1) + "\n", encoding="utf-8")
     if args.docs:
-        paired = markdown(table(read(args.results), True))
+        paired = markdown(table(read(args.results), True, not_paired))
+        left_out = "".join(f", {p} left out" for p in sorted(not_paired))
         block = (f"{START}\nAll items each row finished:\n\n{text}\n\nOnly the items every row "
-                 f"of the split finished (paired):\n\n{paired}\n{END}")
+                 f"of the split finished (paired{left_out}):\n\n{paired}\n{END}")
         doc = DOCS.read_text(encoding="utf-8")
         head, _, rest = doc.partition(START)
         _, _, tail = rest.partition(END)

@@ -146,8 +146,8 @@ _JUDGES: dict[bool, Any] = {}
 
 def judge_for(args: argparse.Namespace, share: bool) -> Any:
     """One judge per run (it learns once that llama.cpp refuses ``json_schema``): with a
-    request cache when the prompt set's scorers share requests (``tracescore-v1``), else
-    without, so that each scorer's cost is its own."""
+    request cache when the prompt set's scorers share requests (``tracescore-v1`` and
+    ``-v2``), else without, so that each scorer's cost is its own."""
     if share not in _JUDGES:
         import tracescore
 
@@ -162,7 +162,8 @@ async def run_tracescore(item: dict[str, Any], scorers: list[str], prompt_set: s
                          args: argparse.Namespace, meta: dict[str, Any]) -> list[dict[str, Any]]:
     """Score one item with tracescore's scorers. The default prompt set runs each scorer on
     its own (no shared requests); ``tracescore-v1``'s scorers send identical requests, which
-    one judge's cache answers once (the report gives each scorer its standalone cost)."""
+    one judge's cache answers once (the report gives each scorer its standalone cost), and so
+    do ``tracescore-v2``'s claims and verdicts."""
     from tracescore import scorers as prebuilt
 
     judge = judge_for(args, share=prompt_set != "default")
