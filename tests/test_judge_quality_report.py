@@ -30,7 +30,7 @@ def report(tmp_path: Path, records: list[dict], *args: str) -> dict[tuple[str, s
 
 
 RECORDS = [
-    # four items for the default set: three agree with the labels
+    # four items for the default set: two agree with the labels
     record("a-right", "pass", "hallucination", "default", 0.0),
     record("a-halluc", "fail", "hallucination", "default", 1.0),
     record("b-right", "pass", "hallucination", "default", 1.0),
@@ -61,3 +61,16 @@ def test_paired_rows_share_their_items_unless_a_prompt_set_is_left_out(tmp_path:
     rows = report(tmp_path, RECORDS, "--paired", "--not-paired", "tracescore-v1")
     assert set(rows) == {("hallucination", "default"), ("hallucination", "tracescore-v2")}
     assert {r["scored"] for r in rows.values()} == {4}
+
+
+def test_skip_rows_leaves_out_the_first_rows_of_the_split(tmp_path: Path) -> None:
+    order = json.loads((REPORT.parent / "split.json").read_text())["heldout"]
+    records = []
+    for row in order[:2]:
+        for answer, label, score in (("right", "pass", 0.0), ("halluc", "fail", 0.0)):
+            records.append({**record(f"r{row}-{answer}", label, "hallucination", "default", score),
+                            "row": row})
+    assert report(tmp_path, records)["hallucination", "default"]["scored"] == 4
+
+    rows = report(tmp_path, records, "--skip-rows", "1")
+    assert rows["hallucination", "default"]["scored"] == 2

@@ -214,3 +214,19 @@ def test_v2_after_faithfulness_costs_one_call_with_a_caching_judge(
     assert judge_server.schema_names == [
         "output_claims", "faithfulness_verdicts", "faithfulness_reason",
         "hallucination_reason_v2"]
+
+
+def test_v2_hallucination_rounds_the_exact_share(judge_server: JudgeServer, judge: Judge) -> None:
+    # 3 of 40 claims unsupported at scale 7 is exactly 0.525: half up gives 0.53 (one minus
+    # the supported share, 0.52499..., would round down)
+    claims = [f"Claim {i}." for i in range(40)]
+    judge_server.route("output_claims", {"claims": claims})
+    judge_server.route("faithfulness_verdicts", {"verdicts": [
+        {"claim_index": i, "verdict": "unsure" if i < 3 else "yes", "reason": "r"}
+        for i in range(40)]})
+    judge_server.route("hallucination_reason_v2", {"reason": "r"})
+
+    result = create_hallucination_scorer(model=judge, prompt_set="tracescore-v2", scale=7).run(
+        output="Forty claims.", context=CONTEXT)
+
+    assert result.score == 0.53

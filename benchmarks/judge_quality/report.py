@@ -16,12 +16,15 @@ then the first's (taken from the faithfulness record of the same item).
 ``--paired`` restricts every row to the items that every listed row scored, so engines are
 compared on the same answers; ``--not-paired PROMPT_SET`` (repeatable) leaves a prompt set out
 of that comparison (one that was stopped early would otherwise cap it at its own items).
-``--docs`` rewrites the table between the markers of docs/judge-quality.md.
+``--skip-rows N`` leaves out the first N rows of each split (in ``split.json``'s order): the
+held-out rows after them are those no prompt choice was made on. ``--docs`` rewrites the
+tables between the markers of docs/judge-quality.md (with ``--skip-rows``, a third table: paired,
+after the first N rows).
 
 Run::
 
     python benchmarks/judge_quality/report.py [--results FILE] [--paired] [--docs] \
-        [--not-paired tracescore-v1]
+        [--not-paired tracescore-v1] [--skip-rows 16]
 """
 
 from __future__ import annotations
@@ -65,6 +68,13 @@ def read(path: Path) -> list[dict[str, Any]]:
             continue
         latest[key] = record
     return list(latest.values())
+
+
+def skip_rows(records: list[dict[str, Any]], n: int) -> list[dict[str, Any]]:
+    """The records not in the first ``n`` rows of their split (``split.json``'s order)."""
+    order = json.loads((HERE / "split.json").read_text(encoding="utf-8"))
+    first = {split: set(order[split][:n]) for split in ("dev", "heldout")}
+    return [r for r in records if r["row"] not in first[r["split"]]]
 
 
 def standalone_tokens(records: list[dict[str, Any]]) -> None:
@@ -177,8 +187,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--docs", action="store_true", help="rewrite docs/judge-quality.md's "
                         "table (held-out and dev, all items, then paired)")
     parser.add_argument("--json", type=Path, help="write the rows as JSON here")
+    parser.add_argument("--skip-rows", type=int, default=0, metavar="N",
+                        help="leave out the first N rows of each split")
     args = parser.parse_args(argv)
+    if args.not_paired and not (args.paired or args.docs):
+        parser.error("--not-paired applies to the paired table: add --paired or --docs")
     records = read(args.results)
+    if args.skip_rows and not args.docs:
+        records = skip_rows(records, args.skip_rows)
     if args.split:
         records = [r for r in records if r["split"] == args.split]
     not_paired = frozenset(args.not_paired)
@@ -191,7 +207,13 @@ def main(argv: list[str] | None = None) -> int:
         paired = markdown(table(read(args.results), True, not_paired))
         left_out = "".join(f", {p} left out" for p in sorted(not_paired))
         block = (f"{START}\nAll items each row finished:\n\n{text}\n\nOnly the items every row "
-                 f"of the split finished (paired{left_out}):\n\n{paired}\n{END}")
+                 f"of the split finished (paired{left_out}):\n\n{paired}\n")
+        if args.skip_rows:
+            later = markdown(table(skip_rows(read(args.results), args.skip_rows), True,
+                                   not_paired))
+            block += (f"\nPaired, after the first {args.skip_rows} rows of each split (the "
+                      f"held-out rows no prompt choice looked at):\n\n{later}\n")
+        block += END
         doc = DOCS.read_text(encoding="utf-8")
         head, _, rest = doc.partition(START)
         _, _, tail = rest.partition(END)

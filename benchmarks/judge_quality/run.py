@@ -162,8 +162,8 @@ async def run_tracescore(item: dict[str, Any], scorers: list[str], prompt_set: s
                          args: argparse.Namespace, meta: dict[str, Any]) -> list[dict[str, Any]]:
     """Score one item with tracescore's scorers. The default prompt set runs each scorer on
     its own (no shared requests); ``tracescore-v1``'s scorers send identical requests, which
-    one judge's cache answers once (the report gives each scorer its standalone cost), and so
-    do ``tracescore-v2``'s claims and verdicts."""
+    one judge's cache answers once (the report gives each scorer its standalone cost). The plan
+    runs ``tracescore-v2``'s hallucination on its own, so its cost is its own."""
     from tracescore import scorers as prebuilt
 
     judge = judge_for(args, share=prompt_set != "default")

@@ -190,7 +190,9 @@ def _v1_verdicts_prompt(run: ScorerRun) -> str:
 def unsupported_share(run: ScorerRun) -> float:
     """Hallucination under ``tracescore-v1`` and ``-v2``: the share of claims whose support
     verdict is not ``yes`` (contradicted or not in the context), times the scale."""
-    return (1.0 - yes_share(run)) * run.scale
+    assert run.analyze_result is not None
+    verdicts = [v["verdict"] for v in run.analyze_result["verdicts"]]
+    return (len(verdicts) - verdicts.count("yes")) / len(verdicts) * run.scale
 
 
 def _supported_share(run: ScorerRun) -> float:

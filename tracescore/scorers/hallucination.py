@@ -17,6 +17,7 @@ from tracescore.scorers._claims import (
     claim_verdicts_step,
     claims_reason_step,
     claims_scorer,
+    scaled_yes_share,
 )
 from tracescore.scorers._prompt_sets import (
     PromptSet,
@@ -53,6 +54,14 @@ the information the claim asserts (the assistant made it up or brought it in fro
 Judge against the context only, never against your own knowledge: a true claim the context \
 does not back is still "yes". Give exactly one verdict per claim, in the order of the claims, \
 with claim_index set to the claim's index and a one-sentence reason."""
+
+_DEFAULT_VERDICTS = claim_verdicts_step(
+    instructions=_VERDICTS_INSTRUCTIONS,
+    output_schema=ClaimVerdicts,
+    name="hallucination_verdicts",
+    task="Decide for each of the {n} claims above whether it is hallucinated "
+    "with respect to the context pieces.",
+)
 
 _REASON_INSTRUCTIONS = """\
 You explain a hallucination score to a developer reading it next to a trace, in two or three \
@@ -137,16 +146,13 @@ def create_hallucination_scorer(
             SCORER_ID, description=_DESCRIPTION, model=model, context=context,
             context_extractor=context_extractor, scale=scale, higher_is_better=False)
     if prompt_set == "tracescore-v2":
-        return claims_scorer(
-            id=SCORER_ID, description=_DESCRIPTION, model=model, context=context,
-            context_extractor=context_extractor, scale=scale, requires=("output", "context"),
-            higher_is_better=False, preprocess=OUTPUT_CLAIMS, analyze=FAITHFULNESS_VERDICTS,
-            generate_score=unsupported_share,
-            generate_reason=claims_reason_step(
-                instructions=_V2_REASON_INSTRUCTIONS, name="hallucination_reason_v2",
-                note=" (lower is better)"),
-            prompt_set=prompt_set,
-        )
+        analyze, score = FAITHFULNESS_VERDICTS, unsupported_share
+        reason = claims_reason_step(instructions=_V2_REASON_INSTRUCTIONS,
+                                    name="hallucination_reason_v2", note=" (lower is better)")
+    else:
+        analyze, score = _DEFAULT_VERDICTS, scaled_yes_share
+        reason = claims_reason_step(instructions=_REASON_INSTRUCTIONS,
+                                    name="hallucination_reason", note=" (lower is better)")
     return claims_scorer(
         id=SCORER_ID,
         description=_DESCRIPTION,
@@ -157,16 +163,8 @@ def create_hallucination_scorer(
         requires=("output", "context"),
         higher_is_better=False,
         preprocess=OUTPUT_CLAIMS,
-        analyze=claim_verdicts_step(
-            instructions=_VERDICTS_INSTRUCTIONS,
-            output_schema=ClaimVerdicts,
-            name="hallucination_verdicts",
-            task="Decide for each of the {n} claims above whether it is hallucinated "
-            "with respect to the context pieces.",
-        ),
-        generate_reason=claims_reason_step(
-            instructions=_REASON_INSTRUCTIONS,
-            name="hallucination_reason",
-            note=" (lower is better)",
-        ),
+        analyze=analyze,
+        generate_score=score,
+        generate_reason=reason,
+        prompt_set=prompt_set,
     )
