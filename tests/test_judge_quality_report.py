@@ -74,3 +74,12 @@ def test_skip_rows_leaves_out_the_first_rows_of_the_split(tmp_path: Path) -> Non
 
     rows = report(tmp_path, records, "--skip-rows", "1")
     assert rows["hallucination", "default"]["scored"] == 2
+
+
+def test_paired_items_are_chosen_per_model(tmp_path: Path) -> None:
+    # a second model that ran one row only does not cap the first model's paired rows
+    small = [{**r, "model": "small", "model_sha256": "1" * 64} for r in RECORDS[:2]]
+
+    rows = report(tmp_path, RECORDS + small, "--paired", "--not-paired", "tracescore-v1")
+
+    assert rows["hallucination", "tracescore-v2"]["scored"] == 4

@@ -23,7 +23,7 @@ after the first N rows).
 
 Run::
 
-    python benchmarks/judge_quality/report.py [--results FILE] [--paired] [--docs] \
+    python benchmarks/judge_quality/report.py [--results FILE ...] [--paired] [--docs] \
         [--not-paired tracescore-v1] [--skip-rows 16]
 """
 
@@ -120,8 +120,8 @@ def row_of(key: tuple[str, ...], group: list[dict[str, Any]]) -> dict[str, Any]:
 
 def table(records: list[dict[str, Any]], paired: bool,
           not_paired: frozenset[str] = frozenset()) -> list[dict[str, Any]]:
-    """The rows of the table; with ``paired``, over the items every row of the split scored,
-    leaving out the prompt sets in ``not_paired``."""
+    """The rows of the table; with ``paired``, over the items every row of the split and model
+    scored, leaving out the prompt sets in ``not_paired``."""
     standalone_tokens(records)
     if paired:
         records = [r for r in records if r["prompt_set"] not in not_paired]
@@ -129,9 +129,9 @@ def table(records: list[dict[str, Any]], paired: bool,
     for r in records:
         groups[(r["split"], r["model"], r["model_sha256"], r["engine"], r["scorer"],
                 r["prompt_set"])].append(r)
-    if paired:
-        for split in {k[0] for k in groups}:
-            keys = [k for k in groups if k[0] == split]
+    if paired:  # per split and model: the items every row of that model scored
+        for split_model in {k[:3] for k in groups}:
+            keys = [k for k in groups if k[:3] == split_model]
             common = set.intersection(*({r["id"] for r in groups[k]
                                          if r["status"] != "error"} for k in keys))
             for k in keys:
@@ -178,8 +178,9 @@ def markdown(rows: list[dict[str, Any]]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--results", type=Path,
-                        default=HERE / "results" / "qwen2.5-coder-1.5b-q4_k_m.jsonl")
+    parser.add_argument("--results", type=Path, action="append",
+                        help="a results file (repeatable; default: every results/*.jsonl, one "
+                        "per model)")
     parser.add_argument("--paired", action="store_true")
     parser.add_argument("--not-paired", action="append", default=[], metavar="PROMPT_SET",
                         help="leave this prompt set out of the paired table (repeatable)")
@@ -192,7 +193,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.not_paired and not (args.paired or args.docs):
         parser.error("--not-paired applies to the paired table: add --paired or --docs")
-    records = read(args.results)
+    files = args.results or sorted((HERE / "results").glob("*.jsonl"))
+    records = [r for f in files for r in read(f)]
     if args.skip_rows and not args.docs:
         records = skip_rows(records, args.skip_rows)
     if args.split:
@@ -204,12 +206,13 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         args.json.write_text(json.dumps(rows, indent=1) + "\n", encoding="utf-8")
     if args.docs:
-        paired = markdown(table(read(args.results), True, not_paired))
+        everything = [r for f in files for r in read(f)]
+        paired = markdown(table(everything, True, not_paired))
         left_out = "".join(f", {p} left out" for p in sorted(not_paired))
         block = (f"{START}\nAll items each row finished:\n\n{text}\n\nOnly the items every row "
                  f"of the split finished (paired{left_out}):\n\n{paired}\n")
         if args.skip_rows:
-            later = markdown(table(skip_rows(read(args.results), args.skip_rows), True,
+            later = markdown(table(skip_rows(everything, args.skip_rows), True,
                                    not_paired))
             block += (f"\nPaired, after the first {args.skip_rows} rows of each split (the "
                       f"held-out rows no prompt choice looked at):\n\n{later}\n")
