@@ -72,11 +72,9 @@ repeat the formula."""
 
 _V2_REASON_INSTRUCTIONS = """\
 You explain a hallucination score to a developer reading it next to a trace, in two or three \
-sentences. Each claim of the answer was checked against the context: "yes" means the context \
-supports it, "no" that the context contradicts it, "unsure" that the context does not say. \
-The score is the share of claims not supported ("no" or "unsure"), so lower is better. Name \
-those claims, if any, and say whether each is contradicted or merely unsupported. Do not \
-repeat the formula."""
+sentences. Verdicts: "yes" the context supports the claim, "no" it contradicts it, "unsure" it \
+does not say. The score is the share of claims not supported. Name those claims, if any, \
+contradicted or merely unsupported. Do not repeat the formula."""
 
 
 def create_hallucination_scorer(
