@@ -8,7 +8,9 @@ context variable, so ``asyncio`` tasks and ``tracescore.bind_context`` carry it 
 current span. It stays in this process: it is not put in OpenTelemetry baggage, which would send
 a user id along with every outgoing request.
 
-Imports nothing of tracescore's but ``_semconv`` and ``_errors``.
+The ids are redacted and cut to 256 characters here (``tracescore._redact.bounded_text``), so
+that every signal carries the same bounded value. Imports nothing of tracescore's but
+``_semconv``, ``_errors`` and ``_redact`` (standard library only).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from typing import Any
 
 from . import _semconv as sc
 from ._errors import ConfigurationError
+from ._redact import MAX_NAME_LENGTH, bounded_text
 
 _current: contextvars.ContextVar[Mapping[str, str] | None] = contextvars.ContextVar(
     "tracescore_conversation", default=None
@@ -53,6 +56,9 @@ def conversation(conversation_id: str | None = None, *, session_id: str | None =
         user_id: the end user. It is written on spans and scores as given: pass a pseudonymous
             id if the user's identity must not reach your backend.
 
+    Each id is cut to 256 characters and redacted like every string tracescore writes (a
+    credential passed as an id goes out as ``[REDACTED]``).
+
     Yields:
         The attributes in force inside the block.
 
@@ -70,7 +76,8 @@ def conversation(conversation_id: str | None = None, *, session_id: str | None =
             raise ConfigurationError(f"tracescore.conversation(): {key} takes a string, "
                                      f"got {type(value).__name__}")
     outer = _current.get() or {}
-    attributes = {**outer, **{k: v for k, v in given.items() if v}}
+    attributes = {**outer, **{k: bounded_text(v, MAX_NAME_LENGTH)
+                              for k, v in given.items() if v}}
     token = _current.set(attributes or None)
     try:
         yield dict(attributes)

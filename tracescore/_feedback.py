@@ -33,6 +33,7 @@ from typing import Any
 from . import _calibrate_stats as stats
 from . import _semconv as sc
 from ._errors import ConfigurationError
+from ._redact import MAX_NAME_LENGTH, MAX_TEXT_LENGTH, bounded_text
 
 __all__ = ["FeedbackRecord", "calibrate_feedback", "read_feedback", "record_feedback"]
 
@@ -46,7 +47,7 @@ ANNOTATOR = sc.TRACESCORE_EVALUATION_ANNOTATOR
 _PASS = {"pass": True, "passed": True, "true": True, "yes": True, "good": True,
          "thumbs_up": True, "up": True, "fail": False, "failed": False, "false": False,
          "no": False, "bad": False, "thumbs_down": False, "down": False}
-_MAX_TEXT = 4096
+_MAX_ANNOTATOR = 128
 
 
 # -- writing ------------------------------------------------------------------------------------
@@ -113,7 +114,7 @@ def record_feedback(
 
     Args:
         name: what is judged: a scorer id (``"faithfulness"``) to calibrate that scorer, or a
-            name of your own (``"user_thumbs"``).
+            name of your own (``"user_thumbs"``); cut to 256 characters.
         span: the judged span: an OpenTelemetry ``Span`` or ``SpanContext`` (keep
             ``trace.get_current_span().get_span_context()`` from inside the operation).
         trace_id: instead of ``span``: the trace id, 32 hex digits or an int.
@@ -123,11 +124,12 @@ def record_feedback(
         score: the human's score, e.g. 1.0 or 0.0, or a rating.
         label: the human's verdict as a low-cardinality label: ``"pass"``/``"fail"`` (also
             ``"yes"``/``"no"``, ``"good"``/``"bad"``, ``"thumbs_up"``/``"thumbs_down"``) is
-            what calibration reads first.
+            what calibration reads first; cut to 256 characters.
         explanation: the human's comment (cut to 4,096 characters). Do not put personal
-            data here: it is exported as it is.
+            data here: it is exported as it is (credentials excepted: every string given here
+            is redacted as span attributes are, see docs/security.md).
         annotator: a low-cardinality name of the source, e.g. ``"end_user"`` or
-            ``"reviewer"`` (never a person's name or address).
+            ``"reviewer"`` (never a person's name or address); cut to 128 characters.
 
     Returns:
         True when the record was handed to at least one destination (a log-record provider
@@ -154,16 +156,20 @@ def record_feedback(
                               or not math.isfinite(score)):
         raise ConfigurationError(f"record_feedback score= must be a finite number, got {score!r}")
     trace_number, span_number = _ids(span, trace_id, span_id)
-    attributes: dict[str, Any] = {sc.GEN_AI_EVALUATION_NAME: name.strip(),
-                                  ANNOTATOR_KIND: "HUMAN"}
+    # Every string is what a person typed: redacted and bounded as tracescore writes any
+    # string it was given (a 5-million-character label must not become a 10 MB record).
+    attributes: dict[str, Any] = {
+        sc.GEN_AI_EVALUATION_NAME: bounded_text(name.strip(), MAX_NAME_LENGTH),
+        ANNOTATOR_KIND: "HUMAN"}
     if score is not None:
         attributes[sc.GEN_AI_EVALUATION_SCORE_VALUE] = float(score)
     if label not in (None, ""):
-        attributes[sc.GEN_AI_EVALUATION_SCORE_LABEL] = str(label)
+        attributes[sc.GEN_AI_EVALUATION_SCORE_LABEL] = bounded_text(label, MAX_NAME_LENGTH)
     if explanation:
-        attributes[sc.GEN_AI_EVALUATION_EXPLANATION] = str(explanation)[:_MAX_TEXT]
+        attributes[sc.GEN_AI_EVALUATION_EXPLANATION] = bounded_text(explanation,
+                                                                    MAX_TEXT_LENGTH)
     if annotator:
-        attributes[ANNOTATOR] = str(annotator)[:128]
+        attributes[ANNOTATOR] = bounded_text(annotator, _MAX_ANNOTATOR)
     sent = False
     try:
         sent = _emit_log(attributes, trace_number, span_number)

@@ -53,8 +53,11 @@ from typing import Any
 from . import _env
 
 __all__ = [
+    "MAX_NAME_LENGTH",
+    "MAX_TEXT_LENGTH",
     "MIN_SECRET_LENGTH",
     "REDACTED",
+    "bounded_text",
     "callback_failures",
     "configure",
     "is_secret_key",
@@ -313,6 +316,28 @@ def _looks_secret(value: str) -> bool:
     if len(stripped) < 6:
         return False
     return any(c in _SECRET_SYMBOLS for c in stripped) or any(c.isupper() for c in stripped[1:])
+
+
+# Words after a credential word that are documentation, not credentials ("set OPENAI_API_KEY or
+# pass api_key", "pass --judge MODEL", "pass strict_mode=True", "pass ScoringRule(...)"): the name
+# of a secret (letters joined by "_", no digit: a credential has digits or mixed case), a command
+# line option, a keyword argument (a lower-case name and "="; base64 padding follows mixed case),
+# or a name called with "(". The rules for names ("api_key=...") and formats still apply to
+# what follows.
+_NAME_WORD = re.compile(r"[a-z]+(?:_[a-z]+)+|[A-Z]+(?:_[A-Z]+)+")
+_OPTION_WORD = re.compile(r"--?[a-z][a-z0-9-]*")
+_KEYWORD_WORD = re.compile(r"[a-z][a-z0-9_]*=")
+_CALLED_WORD = re.compile(r"(?:[A-Z][a-z]+)+\(|[a-z_][a-z0-9_.]*\(")
+
+
+def _is_documentation(text: str, start: int, end: int) -> bool:
+    """Whether the word ``text[start:end]`` after a credential word in prose is documentation
+    (see above) rather than a credential."""
+    word = text[start:end]
+    return ((_NAME_WORD.fullmatch(word) is not None and is_secret_key(word))
+            or _OPTION_WORD.fullmatch(word) is not None
+            or _KEYWORD_WORD.match(word) is not None
+            or _CALLED_WORD.fullmatch(text, start, end + 1) is not None)
 
 
 def _known_rules(values: Sequence[str]) -> list[_Rule]:
@@ -598,7 +623,8 @@ def _named_values(text: str, low: str, search: Callable[..., re.Match[str] | Non
                 if token is not None:
                     v_start, v_end = token.span(1)
             v_end = max(v_end, _VALUE_REST.match(text, v_end).end())  # type: ignore[union-attr]
-            out.append((v_start, v_end))
+            if text[v_start:v_end].strip(".\u2026"):  # "api_key=..." is a placeholder
+                out.append((v_start, v_end))
             resume = v_end
         else:
             bare = name.lower()
@@ -611,7 +637,8 @@ def _named_values(text: str, low: str, search: Callable[..., re.Match[str] | Non
                 if value is not None:
                     v_start, v_end = value.span("s")
                     candidate = text[v_start:v_end].rstrip(".!?,")
-                    if _looks_secret(candidate):
+                    if (_looks_secret(candidate)
+                            and not _is_documentation(text, v_start, v_start + len(candidate))):
                         v_end = v_start + len(candidate)
                         out.append((v_start, v_end))
                         resume = v_end
@@ -714,6 +741,52 @@ def redact_text(text: str) -> str:
     return text
 
 
+# Caps on the strings tracescore writes from what it was given (feedback, ids, scorer names,
+# reasons), on every signal: span attributes and events, score log records, metric attributes.
+MAX_NAME_LENGTH = 256
+"""Characters kept of a name, label or id (scorer and feedback names, labels, annotators,
+conversation, session, user and response ids, agent names on metrics, ``error.type``)."""
+MAX_TEXT_LENGTH = 4_096
+"""Characters kept of a free text (a score's or a feedback's explanation)."""
+_CUT_MARK = "...[truncated {} chars]"
+_SURROGATES = re.compile("[\ud800-\udfff]")
+
+
+def bounded_text(value: Any, limit: int = MAX_NAME_LENGTH) -> str:
+    """``value`` as tracescore writes a string it was given: as text, redacted, cut to
+    ``limit`` characters (ending with ``...[truncated N chars]`` when cut), lone surrogates
+    (which OTLP encoders refuse) as U+FFFD. Only what can survive the cut is searched (plus
+    512 characters, so that a credential the cut would halve is redacted whole), so a
+    10 MB value costs no more than the cap. Never raises.
+
+    Args:
+        value: a string (anything else is converted with ``str``).
+        limit: characters kept, at least 32; ``MAX_NAME_LENGTH`` (256) by default,
+            ``MAX_TEXT_LENGTH`` (4,096) for free texts.
+
+    Example:
+        >>> bounded_text("x" * 300)[-27:]
+        'xxxx...[truncated 44 chars]'
+    """
+    try:
+        text = value if isinstance(value, str) else str(value)
+    except Exception:  # noqa: BLE001 - a hostile __str__
+        return REDACTED
+    limit = max(limit, 32)
+    size = len(text)
+    if size > limit:
+        text = redact_text(text[: limit + 512])
+    else:
+        # Names repeat from call to call: short ones are remembered.
+        text = redact_name(text) if size <= 64 else redact_text(text)
+    if size > limit or len(text) > limit:
+        mark = _CUT_MARK.format(size - limit)
+        text = text[: limit - len(mark)] + mark
+    if not text.isascii():
+        text = _SURROGATES.sub("\ufffd", text)
+    return text
+
+
 # redact_name's memory: the redacted form of names seen under the rules in force.
 # One tuple (rules, memory), read and replaced whole: a reader never pairs one rules' memory
 # with another's rules.
@@ -802,7 +875,9 @@ def redact_mapping(mapping: Mapping[Any, Any]) -> dict[Any, Any]:
     except Exception:  # noqa: BLE001 - a hostile mapping: nothing of it goes out
         return out
     for key, value in items:
-        out[key] = REDACTED if _secret_value(key, value) else redact_structure(value, 1)
+        shown = redact_text(key) if isinstance(key, str) else key
+        out[shown] = (REDACTED if shown is not key and shown != key or _secret_value(key, value)
+                      else redact_structure(value, 1))
     return out
 
 
@@ -829,7 +904,10 @@ def _structure(value: Any, depth: int) -> Any:
             if i >= _MAX_ITEMS:
                 out["..."] = f"{len(value) - i} more items"
                 break
-            out[k] = REDACTED if _secret_value(k, v) else _structure(v, depth + 1)
+            key = redact_text(k) if isinstance(k, str) else k
+            # A credential used as a key: what is filed under it is not shown either.
+            out[key] = (REDACTED if key is not k and key != k or _secret_value(k, v)
+                        else _structure(v, depth + 1))
         return out
     if isinstance(value, (list, tuple, set, frozenset)):
         items = list(value)[:_MAX_ITEMS]
@@ -870,25 +948,32 @@ def fields_of(value: Any) -> dict[str, Any] | None:
     return None
 
 
+# tracescore's own log records quote what they were given (a scorer's id, an exception's
+# message): the message is cut to this many characters, a traceback or stack to _MAX_LOG_TRACE.
+_MAX_LOG_MESSAGE = 16_384
+_MAX_LOG_TRACE = 65_536
+
+
 class _LogFilter(logging.Filter):
     """Redacts tracescore's own log records: the message with its arguments, the formatted
-    exception (whose chain may quote a provider's error body) and the stack."""
+    exception (whose chain may quote a provider's error body) and the stack; cuts the message
+    to 16,384 characters and the exception and stack to 65,536."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         try:
             message = record.getMessage()
-            redacted = redact_text(message)
+            redacted = bounded_text(message, _MAX_LOG_MESSAGE)
             if redacted != message or record.args:
                 record.msg, record.args = redacted, None
             if record.exc_info and record.exc_info[1] is not None:
                 text = logging.Formatter().formatException(record.exc_info)
                 # Handlers format exc_text when it is set; drop exc_info so that none formats
                 # the raw exception again.
-                record.exc_text, record.exc_info = redact_text(text), None
+                record.exc_text, record.exc_info = bounded_text(text, _MAX_LOG_TRACE), None
             elif record.exc_text:
-                record.exc_text = redact_text(record.exc_text)
+                record.exc_text = bounded_text(record.exc_text, _MAX_LOG_TRACE)
             if record.stack_info:
-                record.stack_info = redact_text(record.stack_info)
+                record.stack_info = bounded_text(record.stack_info, _MAX_LOG_TRACE)
         except Exception:  # noqa: BLE001 - a log line must never break the caller
             record.msg, record.args, record.exc_info, record.exc_text = REDACTED, None, None, None
         return True

@@ -22,7 +22,7 @@ from . import _waits
 from ._errors import ScoringError
 from ._fingerprint import evaluator_version
 from ._input_caps import cap_kwargs
-from ._redact import redact_text
+from ._redact import MAX_NAME_LENGTH, bounded_text, redact_text
 from ._request import ScoreOutcome, ScoringRequest
 from ._rules import CompiledRule
 from ._runtime import RUNTIME
@@ -72,7 +72,9 @@ async def score(
     such as ``SystemExit`` included, becomes an outcome with ``error_type``.
     """
     scorer = rule.scorer
-    scorer_id = str(scorer.id)
+    # The id goes on every signal (event, log record, metrics, the carrier span's name): as
+    # tracescore writes any string it was given, redacted and bounded.
+    scorer_id = bounded_text(str(scorer.id), MAX_NAME_LENGTH)
     started = time.monotonic()
     if request.content_missing is not None and not (
             # a model turn that only called tools: its calls are still there to judge
@@ -104,13 +106,15 @@ async def score(
     attrs[sc.TRACESCORE_EVALUATOR_VERSION] = evaluator_version(scorer)
     response_id = request.attributes.get(sc.GEN_AI_RESPONSE_ID)
     if isinstance(response_id, str) and response_id:
-        attrs[sc.GEN_AI_RESPONSE_ID] = response_id
+        attrs[sc.GEN_AI_RESPONSE_ID] = bounded_text(response_id, MAX_NAME_LENGTH)
     # Which conversation, session and user the judged turn belongs to (issue 24): on the event
     # and the log record, so scores can be grouped per conversation (never on metrics: unbounded).
+    # Whoever set them (the span's attributes, not only tracescore.conversation): redacted and
+    # bounded, as the span's own are on the export path.
     for key in sc.CONVERSATION_ATTRIBUTES:
         value = request.attributes.get(key)
         if isinstance(value, str) and value:
-            attrs[key] = value
+            attrs[key] = bounded_text(value, MAX_NAME_LENGTH)
     if on_error:
         attrs[sc.TRACESCORE_SELECTED_ON_ERROR] = True
     return ScoreOutcome(
@@ -119,7 +123,7 @@ async def score(
         score=ran.score,
         label=label,
         explanation=attrs[sc.GEN_AI_EVALUATION_EXPLANATION],
-        error_type=ran.error_type,
+        error_type=attrs.get(sc.ERROR_TYPE),
         judge_model=ran.judge_model,
         attributes=attrs,
         timestamp=time.time_ns(),
@@ -302,7 +306,7 @@ async def run_scorer(scorer: Any, kwargs: dict[str, Any]) -> ScorerOutcome:
 
 
 async def _run_scorer(scorer: Any, kwargs: dict[str, Any]) -> ScorerOutcome:
-    scorer_id = str(getattr(scorer, "id", "custom"))
+    scorer_id = bounded_text(getattr(scorer, "id", "custom"), MAX_NAME_LENGTH)
     try:
         result = await scorer.arun(**kwargs)
         raw = getattr(result, "score", None)
@@ -330,7 +334,7 @@ def evaluation_attributes(
         sc.TRACESCORE_SAMPLE_RATE: float(sample_rate),
     }
     if outcome.judge_model:
-        attrs[sc.TRACESCORE_JUDGE_MODEL] = outcome.judge_model
+        attrs[sc.TRACESCORE_JUDGE_MODEL] = bounded_text(outcome.judge_model, MAX_NAME_LENGTH)
     if outcome.score is not None:
         attrs[sc.GEN_AI_EVALUATION_SCORE_VALUE] = outcome.score
     if label is not None:
@@ -341,5 +345,6 @@ def evaluation_attributes(
         truncate(redact_text(outcome.explanation[: _MAX_EXPLANATION + 512]), _MAX_EXPLANATION)
     )
     if outcome.error_type is not None:
-        attrs[sc.ERROR_TYPE] = outcome.error_type
+        # A ScoringError's error_type may be a user's string.
+        attrs[sc.ERROR_TYPE] = bounded_text(outcome.error_type, MAX_NAME_LENGTH)
     return attrs

@@ -171,9 +171,11 @@ def _jsonable(value: Any, max_length: int, depth: int, seen: set[int], budget: _
                 if i >= _MAX_ITEMS or budget.left <= 0:
                     out["..."] = f"{len(value) - i} more items"
                     break
-                key = redact_text(str(k))
+                raw_key = str(k)
+                key = redact_text(raw_key)
                 budget.left -= len(key) + 4
-                if _redact(k, v):
+                # A credential used as a key: what is filed under it is not shown either.
+                if key != raw_key or _redact(k, v):
                     budget.left -= len(REDACTED) + 2
                     out[key] = REDACTED
                 else:
@@ -251,8 +253,12 @@ def to_json(value: Any, max_length: int = DEFAULT_MAX_LENGTH) -> str:
                 flat = False
                 break
         if flat:
-            shown = {redact_name(k): redact_text(v) if type(v) is str else v
-                     for k, v in value.items()}
+            shown = {}
+            for k, v in value.items():
+                key = redact_name(k)
+                # A credential used as a key: its value is not shown either.
+                shown[key] = (REDACTED if key != k else redact_text(v) if type(v) is str
+                              else v)
             encoded = ("".join(_ENCODE_FLAT(shown, 0)) if _ENCODE_FLAT is not None
                        else _ENCODE(shown))
             return utf8_safe(truncate(encoded, max_length))

@@ -56,6 +56,7 @@ from opentelemetry import metrics, trace
 from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags
 
 from . import _semconv as sc
+from ._redact import bounded_text
 
 logger = logging.getLogger("tracescore")
 
@@ -168,6 +169,9 @@ class Telemetry:
             input_tokens, output_tokens: the usage the response reported (0: none).
         """
         try:
+            # Model names come from the configuration and from the judge's reply.
+            attributes = {k: bounded_text(v) if isinstance(v, str) else v
+                          for k, v in attributes.items()}
             self.client_duration.record(duration_s, attributes)
             for token_type, count in (("input", input_tokens), ("output", output_tokens)):
                 if count:
@@ -188,20 +192,22 @@ class Telemetry:
 
     def record_dropped(self, scorer_id: str, count: int) -> None:
         """Count scoring jobs accepted that never finished because tracescore shut down."""
-        self.jobs.add(count, {sc.GEN_AI_EVALUATION_NAME: scorer_id, OUTCOME: "dropped"})
+        self.jobs.add(count, {sc.GEN_AI_EVALUATION_NAME: bounded_text(scorer_id),
+                              OUTCOME: "dropped"})
 
     def record_skip(self, scorer_id: str, reason: str) -> None:
         """Count a job that was not run (``queue_full``, ``rate_limited``, ``budget``, ...)."""
-        self.jobs.add(1, {sc.GEN_AI_EVALUATION_NAME: scorer_id, OUTCOME: "skipped",
-                          SKIP_REASON: reason})
+        self.jobs.add(1, {sc.GEN_AI_EVALUATION_NAME: bounded_text(scorer_id),
+                          OUTCOME: "skipped", SKIP_REASON: bounded_text(reason)})
 
     def bounded(self, scorer_id: str, dimension: str, value: Any) -> str:
         """``value`` as a metric dimension of ``scorer_id``: itself while fewer than
         ``MAX_DIMENSION_VALUES`` distinct values were seen for that scorer and dimension (or it
-        is one of them), else ``_other``; ``_none`` when missing."""
+        is one of them), else ``_other``; ``_none`` when missing. Redacted and cut to
+        ``MAX_NAME_LENGTH`` characters first, as every string tracescore writes."""
         if value is None or value == "":
             return NONE
-        text = str(value)
+        text = bounded_text(value)
         with self._dimension_lock:
             seen = self._dimension_values.setdefault((scorer_id, dimension), set())
             if text in seen:
@@ -232,14 +238,15 @@ class Telemetry:
             operation: its ``gen_ai.operation.name`` (or the kind tracescore read).
         """
         try:
-            name = event.scorer_id
+            name = bounded_text(event.scorer_id)
             dims = {sc.GEN_AI_EVALUATION_NAME: name,
                     sc.GEN_AI_AGENT_NAME: self.bounded(name, sc.GEN_AI_AGENT_NAME, agent),
                     sc.GEN_AI_OPERATION_NAME: self.bounded(name, sc.GEN_AI_OPERATION_NAME,
                                                            operation)}
             if event.error_type is not None:
                 outcome = "error"
-                self.jobs.add(1, {**dims, OUTCOME: outcome, sc.ERROR_TYPE: event.error_type})
+                self.jobs.add(1, {**dims, OUTCOME: outcome,
+                                  sc.ERROR_TYPE: bounded_text(event.error_type)})
             elif event.score is None:
                 outcome = "not_scorable"
                 self.jobs.add(1, {**dims, OUTCOME: outcome})
@@ -256,7 +263,8 @@ class Telemetry:
             result = event.result
             model = getattr(result, "judge_model", None)
             if model:
-                base = {sc.GEN_AI_EVALUATION_NAME: name, sc.TRACESCORE_JUDGE_MODEL: str(model)}
+                base = {sc.GEN_AI_EVALUATION_NAME: name,
+                        sc.TRACESCORE_JUDGE_MODEL: bounded_text(model)}
                 for token_type, count in (("input", getattr(result, "input_tokens", 0)),
                                           ("output", getattr(result, "output_tokens", 0))):
                     if count:

@@ -5,8 +5,10 @@ Whatever set them, these go through ``tracescore._redact``: the span name, every
 and link attribute, the status description, the resource's and the instrumentation scope's
 attributes. Exception messages and stack traces are event attributes, so they are covered. A
 value under a secret name (``db.password``, ``git.token``, ``http.request.header.authorization``)
-becomes ``[REDACTED]`` whole; any other string (and each string of a sequence) is searched with
-``redact_text``. Numbers and booleans are kept (``max_tokens=100`` is no secret).
+becomes ``[REDACTED]`` whole; any other string (each string of a sequence, whatever the
+sequence's first item, and a bytes value as the text it decodes to) is searched with
+``redact_text``. Numbers and booleans are kept (``max_tokens=100`` is no secret). Attribute names
+are searched too: a credential used as a name is replaced in it, and its value is ``[REDACTED]``.
 
 tracescore's own spans (instrumentation scope ``tracescore``) are always scrubbed; other
 instrumentations' spans on the same provider are scrubbed unless ``foreign=False``
@@ -47,19 +49,51 @@ def _value(key: str, value: Any) -> Any:
         # remembered string may be another object equal to this one: unchanged then).
         new = _redact.redact_name(value) if len(value) <= 64 else _redact.redact_text(value)
         return value if new is value or new == value else new
+    if isinstance(value, (bytes, bytearray)):
+        # A bytes attribute goes out as OTLP bytes: searched as the text it decodes to.
+        if _redact.is_secret_key(key):
+            return REDACTED.encode() if value else value
+        text = bytes(value).decode("utf-8", errors="replace")
+        new = _redact.redact_text(text)
+        return value if new == text else new.encode("utf-8", errors="replace")
     if isinstance(value, (tuple, list)):
-        if not value or not isinstance(value[0], str):
-            return value  # OTel arrays are homogeneous: numbers or booleans
+        # Every item, whatever the first one is: the SDK keeps None among strings, and a
+        # sequence it did not clean (a foreign processor's) may mix types.
         secret = _redact.is_secret_key(key)
-        out = tuple(REDACTED if secret else _redact.redact_text(v) if isinstance(v, str) else v
-                    for v in value)
-        return value if out == tuple(value) else out
+        out = tuple(_item(v, secret) for v in value)
+        return value if all(a is b for a, b in zip(out, value, strict=True)) else out
     return value
+
+
+def _item(value: Any, secret: bool) -> Any:
+    """One item of a sequence attribute, redacted (the same object when nothing changed)."""
+    if isinstance(value, str):
+        if secret:
+            return REDACTED if value else value
+        new = _redact.redact_text(value)
+        return value if new == value else new
+    if isinstance(value, (bytes, bytearray)):
+        return _value("", value) if not secret else (REDACTED.encode() if value else value)
+    return value
+
+
+def _key(key: Any) -> Any:
+    """An attribute's name, redacted: a credential used as a name leaves as ``[REDACTED]``
+    in its place (the rest of the name kept)."""
+    if not isinstance(key, str):
+        return key
+    new = _redact.redact_name(key)
+    return key if new == key else new
 
 
 def redact_attributes(attributes: Mapping[str, Any] | None) -> Mapping[str, Any] | None:
     """``attributes`` with every value redacted (see the module docstring); the same mapping
     when nothing changed.
+
+    A name that holds a credential is redacted too (``sk-proj-...`` becomes ``[REDACTED]``,
+    ``user.sk-proj-...`` becomes ``user.[REDACTED]``), and its value becomes ``[REDACTED]``
+    whatever it was: what is filed under a credential is not shown. Two names that redact
+    alike are kept apart by a suffix (``[REDACTED]#2``).
 
     Example:
         >>> dict(redact_attributes({"db.password": "hunter2", "n": 3}))
@@ -68,12 +102,28 @@ def redact_attributes(attributes: Mapping[str, Any] | None) -> Mapping[str, Any]
     if not attributes:
         return attributes
     changed: dict[str, Any] | None = None
+    renamed: list[tuple[str, str]] = []
     for key, value in attributes.items():
+        new_key = _key(key)
+        if new_key is not key:
+            renamed.append((key, new_key))
+            continue
         new = _value(key, value)
         if new is not value:
             if changed is None:
                 changed = dict(attributes)
             changed[key] = new
+    if renamed:
+        if changed is None:
+            changed = dict(attributes)
+        for key, _ in renamed:
+            del changed[key]
+        for _, new_key in renamed:
+            name, n = new_key, 1
+            while name in changed:
+                n += 1
+                name = f"{new_key}#{n}"
+            changed[name] = REDACTED
     return attributes if changed is None else changed
 
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 from typing import Any
 
 from .. import _semconv as sc
-from .._redact import redact_name
 from .._request import ScoreOutcome
 from .callback import ScoreEvent
 
@@ -26,11 +25,9 @@ class TelemetryWriter:
     def write(self, outcome: ScoreOutcome) -> None:
         request = outcome.request
         attributes = request.attributes
+        # The agent's name and the operation are dimensions of the metrics: redacted and bounded
+        # there (Telemetry.bounded), as every string tracescore writes.
         agent = attributes.get(sc.GEN_AI_AGENT_NAME)
-        if isinstance(agent, str):
-            # A dimension of the metrics and an attribute of the log record: redacted as the
-            # span's own attributes are on the export path (issue 22).
-            agent = redact_name(agent)
         self.telemetry.record_score(
             ScoreEvent.from_outcome(outcome), outcome.duration,
             end_time=request.end_time,

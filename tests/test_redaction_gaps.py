@@ -1,0 +1,289 @@
+"""Redaction where it used to have gaps: sequences whose first item is not a string, credentials
+used as attribute names, disguised credentials (invisible characters, compatibility forms,
+percent and HTML-entity encodings), human feedback and conversation ids on log records, and
+tracescore's own messages (which must keep their documentation words).
+
+Each export case plants credentials and searches every byte a real OTLP receiver on loopback got.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from opentelemetry import trace
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.trace import Link
+
+import tracescore
+from tests.otlp_receiver import HttpOtlpReceiver
+
+# Keys of well-known formats (the value rules catch them wherever they are).
+KEYS = [f"sk-proj-{c * 4}Ab3Cd5Ef7Gh9Jk2Lm4" for c in "ABCDEFGHIJ"]
+
+
+@pytest.fixture
+def receiver(monkeypatch: pytest.MonkeyPatch) -> Any:
+    with HttpOtlpReceiver() as rec:
+        monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", rec.endpoint)
+        monkeypatch.setenv("OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf")
+        monkeypatch.setenv("OTEL_EXPORTER_OTLP_TIMEOUT", "5")
+        monkeypatch.setenv("TRACESCORE_LOG_RECORDS", "false")
+        yield rec.received
+        tracescore.shutdown(3000)
+
+
+def _in_clear(received: Any, secrets: list[str]) -> list[str]:
+    raw = received.raw_bytes()
+    return [s for s in secrets if s.encode() in raw]
+
+
+def test_every_item_of_a_sequence_attribute_is_scrubbed(receiver: Any) -> None:
+    # The first item of each array is not a string (None, a number): all items are searched.
+    provider = TracerProvider(resource=Resource({"deploy.notes": (None, KEYS[3])}))
+    tracescore.configure(service_name="arrays", tracer_provider=provider)
+    tracer = provider.get_tracer("acme.jobs")
+    with tracer.start_as_current_span("first") as first:
+        pass
+    with tracer.start_as_current_span(
+            "second", links=[Link(first.get_span_context(), {"notes": [None, KEYS[2]]})]) as span:
+        span.set_attribute("notes", [None, KEYS[0]])
+        span.set_attribute("mixed", [7, KEYS[4]])  # not homogeneous: the SDK keeps it
+        span.set_attribute("blob", KEYS[5].encode())
+        span.add_event("retry", {"notes": [None, KEYS[1]]})
+    assert tracescore.force_flush(20_000)
+    assert receiver.wait_for(lambda spans: len(spans) >= 2)
+    (second,) = receiver.by_name("second")
+    assert second.attributes["notes"] == [None, "[REDACTED]"]
+    assert second.attributes["mixed"] == [7, "[REDACTED]"]
+    assert second.attributes["blob"] == b"[REDACTED]"
+    assert dict(second.events)["retry"] == {"notes": [None, "[REDACTED]"]}
+    assert second.resource["deploy.notes"] == [None, "[REDACTED]"]
+    assert _in_clear(receiver, KEYS[:6]) == []
+
+
+def test_a_credential_used_as_an_attribute_name_is_scrubbed(receiver: Any) -> None:
+    provider = TracerProvider(resource=Resource({KEYS[3]: "prod", "team": "checkout"}))
+    tracescore.configure(service_name="names", tracer_provider=provider)
+    tracer = provider.get_tracer("acme.jobs")
+    with tracer.start_as_current_span("first") as first:
+        pass
+    with tracer.start_as_current_span(
+            "second", links=[Link(first.get_span_context(), {KEYS[2]: 1})]) as span:
+        span.set_attribute(KEYS[0], "user-7")
+        span.set_attribute(f"cache.{KEYS[5]}", 3)
+        span.set_attribute(KEYS[6], "other")  # two names that redact alike stay apart
+        span.set_attribute("[REDACTED]", "kept")  # a name that already reads so
+        span.set_attribute("plain", "kept")
+        span.add_event("login", {KEYS[1]: True})
+    assert tracescore.force_flush(20_000)
+    assert receiver.wait_for(lambda spans: len(spans) >= 2)
+    (second,) = receiver.by_name("second")
+    attributes = dict(second.attributes)
+    assert attributes.pop("plain") == "kept"
+    assert attributes.pop("cache.[REDACTED]") == "[REDACTED]"
+    # The value under a credential is redacted too, whatever its type.
+    assert sorted(attributes.values()) == ["[REDACTED]", "[REDACTED]", "kept"]
+    assert all(k.startswith("[REDACTED]") for k in attributes)
+    assert len(attributes) == 3
+    assert dict(second.events)["login"] == {"[REDACTED]": "[REDACTED]"}
+    assert second.resource.get("[REDACTED]") == "[REDACTED]"
+    assert second.resource["team"] == "checkout"
+    assert _in_clear(receiver, KEYS[:7]) == []
+
+
+# -- human feedback, conversation ids and scorer names on every signal ---------------------------
+
+PASSWORD = "Hx7-Vw2-Qp9-Lz4"
+
+
+@pytest.fixture
+def backend(monkeypatch: pytest.MonkeyPatch) -> Any:
+    from tests.test_writers import Backend
+
+    b = Backend()
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", b.url)
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf")
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_TIMEOUT", "10")
+    yield b
+    tracescore.shutdown(3000)
+    b.close()
+
+
+def _strings(value: Any) -> list[str]:
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, dict):
+        return [s for k, v in value.items() for s in [k, *_strings(v)]]
+    if isinstance(value, (list, tuple)):
+        return [s for v in value for s in _strings(v)]
+    return []
+
+
+def test_feedback_is_redacted_on_the_log_record_and_the_annotation(backend: Any) -> None:
+    tracescore.configure(service_name="feedback", phoenix_url=backend.url)
+    assert tracescore.record_feedback(
+        "user_thumbs", trace_id="ab" * 16, span_id="cd" * 8, score=0.0,
+        label=f"password={PASSWORD}",
+        explanation=f"It printed my key {KEYS[0]} and the password is {PASSWORD}!",
+        annotator=KEYS[1])
+    assert tracescore.force_flush(30_000)
+    assert backend.wait(lambda: backend.logs and backend.annotation_posts)
+    (record,) = backend.logs
+    attributes = record["attributes"]
+    assert attributes["gen_ai.evaluation.score.label"] == "password=[REDACTED]"
+    assert attributes["gen_ai.evaluation.explanation"] == (
+        "It printed my key [REDACTED] and the password is [REDACTED]!")
+    assert attributes["tracescore.evaluation.annotator"] == "[REDACTED]"
+    sent = json.dumps([backend.logs, backend.annotation_posts])
+    assert [s for s in (KEYS[0], KEYS[1], PASSWORD) if s in sent] == []
+
+
+def test_feedback_strings_are_bounded(backend: Any) -> None:
+    tracescore.configure(service_name="feedback")
+    huge = "n" * 5_000_000
+    assert tracescore.record_feedback(huge, trace_id="ab" * 16, span_id="cd" * 8,
+                                      label="l" * 5_000_000, explanation="e" * 5_000_000,
+                                      annotator="a" * 5_000_000)
+    assert tracescore.force_flush(30_000)
+    assert backend.wait(lambda: backend.logs)
+    (record,) = backend.logs
+    lengths = {k: len(v) for k, v in record["attributes"].items() if isinstance(v, str)}
+    assert lengths == {"gen_ai.evaluation.name": 256, "gen_ai.evaluation.score.label": 256,
+                       "gen_ai.evaluation.explanation": 4096,
+                       "tracescore.evaluation.annotator": 128,
+                       "tracescore.evaluation.annotator_kind": 5}
+    assert record["attributes"]["gen_ai.evaluation.name"].endswith(
+        "...[truncated 4999744 chars]")
+
+
+def test_ids_and_scorer_names_are_redacted_and_bounded_on_every_signal(
+        backend: Any) -> None:
+    from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+
+    from tests.helpers import ProbeScorer
+
+    reader = InMemoryMetricReader()
+    tracescore.configure(
+        service_name="ids", meter_provider=MeterProvider(metric_readers=[reader]),
+        scoring=[tracescore.ScoringRule(scorer=ProbeScorer(id=f"probe-{KEYS[9]}"), on="agent"),
+                 tracescore.ScoringRule(scorer=ProbeScorer(id="p" * 100_000), on="agent")])
+
+    @tracescore.agent(name="support")
+    def answer(question: str, response_id: str = "") -> str:
+        if response_id:  # ids set on the span by the application, not by conversation()
+            span = trace.get_current_span()
+            span.set_attribute("gen_ai.response.id", response_id)
+            span.set_attribute("session.id", KEYS[4])
+        return "an answer"
+
+    with tracescore.conversation(KEYS[0], session_id=KEYS[1], user_id=KEYS[2]):
+        answer("q")
+    with tracescore.conversation("c" * 1_000_000):
+        answer("q", response_id=KEYS[3])
+    assert tracescore.force_flush(30_000)
+    assert backend.wait(lambda: len(backend.logs) >= 4 and len(backend.spans) >= 2)
+
+    scored = [r["attributes"] for r in backend.logs
+              if r["event_name"] == "gen_ai.evaluation.result"]
+    assert len(scored) == 4
+    names = {a["gen_ai.evaluation.name"] for a in scored}
+    cut = "...[truncated 99744 chars]"
+    assert names == {"probe-[REDACTED]", "p" * (256 - len(cut)) + cut}
+    first = [a for a in scored if a.get("user.id")]
+    assert {a["gen_ai.conversation.id"] for a in first} == {"[REDACTED]"}
+    assert {a["session.id"] for a in first} == {"[REDACTED]"}
+    assert {a["user.id"] for a in first} == {"[REDACTED]"}
+    second = [a for a in scored if not a.get("user.id")]
+    assert {a["gen_ai.response.id"] for a in second} == {"[REDACTED]"}
+    assert {a["session.id"] for a in second} == {"[REDACTED]"}
+    assert {len(a["gen_ai.conversation.id"]) for a in second} == {256}
+    spans = [s["attributes"] for s in backend.spans if s["name"] == "invoke_agent support"]
+    assert [len(s["gen_ai.conversation.id"]) for s in spans] == [10, 256]
+    metrics = reader.get_metrics_data().to_json()
+    every = _strings([backend.logs, backend.spans]) + [metrics]
+    assert [k for k in KEYS[:5] + KEYS[9:] if any(k in s for s in every)] == []
+    assert max(len(s) for s in _strings([backend.logs, backend.spans])
+               if not s.startswith("{")) <= 4096
+    assert "p" * 300 not in metrics
+
+
+# -- tracescore's own messages keep their documentation words ------------------------------------
+
+
+def test_a_missing_key_error_keeps_its_hint(monkeypatch: pytest.MonkeyPatch) -> None:
+    from tracescore.scorers import create_answer_relevancy_scorer
+    from tracescore.testing import InMemoryScoreExporter
+
+    for name in ("OPENAI_API_KEY", "OPENAI_API_BASE", "OPENAI_BASE_URL"):
+        monkeypatch.delenv(name, raising=False)
+    exporter = InMemoryScoreExporter()
+    tracescore.configure(exporter=exporter, judge="openai/gpt-4o-mini", scoring=[
+        tracescore.ScoringRule(scorer=create_answer_relevancy_scorer(), on="agent")])
+    try:
+        @tracescore.agent
+        def answer(question: str) -> str:
+            return "Paris"
+
+        answer("What is the capital of France?")
+        assert tracescore.force_flush(30_000)
+        (event,) = exporter.evaluation_events()
+        assert event["error.type"] == "judge_error"
+        assert event["gen_ai.evaluation.explanation"].endswith(
+            "set OPENAI_API_KEY or pass api_key")
+    finally:
+        tracescore.shutdown(3000)
+
+
+@pytest.mark.parametrize(("message", "expected"), [
+    ("set OPENAI_API_KEY or pass api_key", None),
+    ("no API key: pass api_key=... to Judge", None),
+    ("asks an LLM judge: pass --judge MODEL or set TRACESCORE_JUDGE_MODEL", None),
+    ("no tool calls were given (pass tool_calls=[...] or an output)", None),
+    ("pass strict_mode=True to require the exact sequence", None),
+    ("needs a ground truth: pass ScoringRule(ground_truth='answer')", None),
+    # Credentials next to the same words are still redacted.
+    ("pass api_key=Xy12Ab34Cd56Ef78 to Judge", "pass api_key=[REDACTED] to Judge"),
+    ("auth failed with token dGVzdDEyMzQ=", "auth failed with token [REDACTED]"),
+    ("the password is Secret_Token1", "the password is [REDACTED]"),
+    ("token Ab12Cd34(expired)", "token [REDACTED](expired)"),
+])
+def test_tracescore_log_messages_keep_documentation_words(
+        message: str, expected: str | None, caplog: pytest.LogCaptureFixture) -> None:
+    import logging
+
+    with caplog.at_level(logging.WARNING, logger="tracescore"):
+        logging.getLogger("tracescore").warning("tracescore: %s", message)
+    assert caplog.records[-1].getMessage() == "tracescore: " + (expected or message)
+
+
+def test_tracescore_log_records_are_bounded(caplog: pytest.LogCaptureFixture) -> None:
+    import logging
+
+    from tests.helpers import ProbeScorer
+    from tracescore.testing import InMemoryScoreExporter
+
+    failing = ProbeScorer(id="s" * 1_000_000,
+                          fail_with=RuntimeError(f"{KEYS[0]} " + "x" * 1_000_000))
+    tracescore.configure(exporter=InMemoryScoreExporter(), scoring=[
+        tracescore.ScoringRule(scorer=failing, on="agent")])
+    try:
+        @tracescore.agent
+        def answer(question: str) -> str:
+            return "an answer"
+
+        with caplog.at_level(logging.WARNING, logger="tracescore"):
+            answer("q")
+            assert tracescore.force_flush(30_000)
+        (record,) = [r for r in caplog.records if "raised" in r.getMessage()]
+        assert len(record.getMessage()) <= 1_000
+        assert record.exc_text is not None and len(record.exc_text) <= 65_536
+        assert KEYS[0] not in record.exc_text and "[REDACTED]" in record.exc_text
+        with caplog.at_level(logging.WARNING, logger="tracescore"):
+            logging.getLogger("tracescore").warning("tracescore: %s", "y" * 1_000_000)
+        assert len(caplog.records[-1].getMessage()) == 16_384
+    finally:
+        tracescore.shutdown(3000)
