@@ -46,6 +46,9 @@ def add_calibrate_parser(commands: Any) -> None:
                      "(annotator_kind HUMAN against tracescore's)")
     cal.add_argument("--phoenix-project", metavar="NAME", default="default",
                      help="the Phoenix project (default 'default')")
+    cal.add_argument("--phoenix-timeout", metavar="SECONDS", type=float, default=30.0,
+                     help="seconds each request to Phoenix may take, its whole answer included "
+                     "(default 30)")
     cal.add_argument("--scorer", required=True, metavar="ID[:THRESHOLD]",
                      help="the scorer id (e.g. faithfulness, hallucination:0.3); the threshold "
                      "defaults to half the scorer's scale")
@@ -90,7 +93,8 @@ def run_calibrate(args: argparse.Namespace) -> int:
 
             result = calibrate_feedback(
                 scorer_id, feedback=args.feedback, phoenix_url=args.phoenix_url,
-                phoenix_project=args.phoenix_project, threshold=threshold,
+                phoenix_project=args.phoenix_project, phoenix_timeout=args.phoenix_timeout,
+                threshold=threshold,
                 label_threshold=args.label_threshold, min_accuracy=args.min_accuracy,
                 min_kappa=args.min_kappa)
         elif not args.data:

@@ -23,8 +23,6 @@ import logging
 import math
 import os
 import time
-import urllib.parse
-import urllib.request
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -364,63 +362,37 @@ def read_phoenix_feedback(base_url: str, project: str = "default", *, limit: int
                           timeout: float = 30.0) -> list[FeedbackRecord]:
     """The span annotations of a Phoenix project as ``FeedbackRecord``s (HUMAN ones are
     human; LLM and CODE ones are scores), through Phoenix's REST API: the project's spans
-    (``GET /v1/projects/{project}/spans``, paginated), then their annotations
-    (``GET /v1/projects/{project}/span_annotations?span_ids=...``, 100 spans a request).
+    (``GET /v1/projects/{project}/spans``, paginated, at most ``limit``), then their
+    annotations (``GET /v1/projects/{project}/span_annotations?span_ids=...``, 100 spans a
+    request), read by ``tracescore._offline.phoenix.PhoenixClient``: ``timeout`` seconds for
+    each whole request, a page limit, a stop on a repeated cursor and a size cap per response.
 
     Raises:
-        ConfigurationError: Phoenix cannot be reached or answers with an error.
+        ConfigurationError: Phoenix cannot be reached, answers with an error, too slowly, too
+            much, in a loop or in another shape (a one-line ``PhoenixError``).
     """
-    base = base_url.rstrip("/")
-    quoted = urllib.parse.quote(project, safe="")
+    from ._offline.phoenix import PhoenixClient
 
-    def get(path: str, params: list[tuple[str, Any]]) -> Any:
-        url = f"{base}{path}?{urllib.parse.urlencode(params)}"
-        request = urllib.request.Request(url, headers=dict(headers or {}))
-        try:
-            with urllib.request.urlopen(request, timeout=timeout) as response:
-                return json.loads(response.read().decode("utf-8"))
-        except Exception as exc:
-            raise ConfigurationError(f"cannot read Phoenix at {base} ({path}): "
-                                     f"{type(exc).__name__}: {exc}") from None
-
+    client = PhoenixClient(base_url, headers=headers, timeout=timeout)
     spans: dict[str, str] = {}
-    cursor = None
-    while len(spans) < limit:
-        params: list[tuple[str, Any]] = [("limit", min(1000, limit - len(spans)))]
-        if cursor:
-            params.append(("cursor", cursor))
-        page = get(f"/v1/projects/{quoted}/spans", params)
-        for span in page.get("data") or ():
-            ctx = span.get("context") or {}
-            if ctx.get("span_id"):
-                spans[str(ctx["span_id"])] = str(ctx.get("trace_id") or "")
-        cursor = page.get("next_cursor")
-        if not cursor:
-            break
+    for span in client.spans(project, limit=limit):
+        context = span["context"]
+        spans[context["span_id"]] = context["trace_id"]
     out: list[FeedbackRecord] = []
-    ids = list(spans)
-    for start in range(0, len(ids), 100):
-        chunk = ids[start:start + 100]
-        cursor = None
-        while True:
-            params = [("span_ids", s) for s in chunk] + [("limit", 1000)]
-            if cursor:
-                params.append(("cursor", cursor))
-            page = get(f"/v1/projects/{quoted}/span_annotations", params)
-            for a in page.get("data") or ():
-                result = a.get("result") or {}
-                metadata = a.get("metadata") or {}
-                when = a.get("updated_at") or a.get("created_at") or ""
-                out.append(FeedbackRecord(
-                    trace_id=str(metadata.get("trace_id") or spans.get(a.get("span_id"), "")),
-                    span_id=str(a.get("span_id") or ""), name=str(a.get("name") or ""),
-                    score=None if result.get("score") is None else float(result["score"]),
-                    label=result.get("label"),
-                    human=str(a.get("annotator_kind") or "").upper() == "HUMAN",
-                    time=_iso_ns(when), judge_model=metadata.get(sc.TRACESCORE_JUDGE_MODEL)))
-            cursor = page.get("next_cursor")
-            if not cursor:
-                break
+    for a in client.span_annotations(project, spans):
+        result = a.get("result") or {}
+        metadata = a.get("metadata") or {}
+        when = a.get("updated_at") or a.get("created_at") or ""
+        span_id = str(a.get("span_id") or "")
+        judge_model = metadata.get(sc.TRACESCORE_JUDGE_MODEL)
+        out.append(FeedbackRecord(
+            trace_id=str(metadata.get("trace_id") or spans.get(span_id, "")),
+            span_id=span_id, name=str(a.get("name") or ""),
+            score=None if result.get("score") is None else float(result["score"]),
+            label=result.get("label"),
+            human=str(a.get("annotator_kind") or "").upper() == "HUMAN",
+            time=_iso_ns(when if isinstance(when, str) else ""),
+            judge_model=None if judge_model is None else str(judge_model)))
     return out
 
 
@@ -454,6 +426,7 @@ def calibrate_feedback(
     feedback: Iterable[str | os.PathLike[str]] = (),
     phoenix_url: str | None = None,
     phoenix_project: str = "default",
+    phoenix_timeout: float = 30.0,
     records: Iterable[FeedbackRecord] = (),
     threshold: float | None = None,
     label_threshold: float = 0.5,
@@ -474,6 +447,8 @@ def calibrate_feedback(
             ``tracescore-traces.jsonl`` (span events), or any OTLP/JSON file of them.
         phoenix_url: read Phoenix's span annotations too (HUMAN ones are the verdicts).
         phoenix_project: the Phoenix project. Default ``"default"``.
+        phoenix_timeout: seconds each request to Phoenix may take in all, its whole answer
+            included. Default 30.
         records: ``FeedbackRecord``s read already.
         threshold: the scorer's pass threshold (inclusive; ``<=`` when lower is better).
             Default: half the scorer's scale.
@@ -486,7 +461,8 @@ def calibrate_feedback(
         ``threshold_advice``.
 
     Raises:
-        ConfigurationError: an unknown scorer id, an unreadable file, Phoenix unreachable.
+        ConfigurationError: an unknown scorer id, an unreadable file, Phoenix unreachable or
+            misbehaving (too slow, too large, cursors in a loop, another shape).
     """
     from ._calibrate import CalibrationResult, ItemOutcome, _problems
 
@@ -497,7 +473,8 @@ def calibrate_feedback(
     for path in feedback:
         found.extend(read_feedback(path))
     if phoenix_url:
-        found.extend(read_phoenix_feedback(phoenix_url, phoenix_project))
+        found.extend(read_phoenix_feedback(phoenix_url, phoenix_project,
+                                           timeout=phoenix_timeout))
     humans: dict[tuple[str, str], FeedbackRecord] = {}
     scores: dict[tuple[str, str], FeedbackRecord] = {}
     for r in found:

@@ -1,0 +1,1 @@
+"""Offline work on data already recorded: reading Phoenix, re-scoring stored traces."""
