@@ -93,9 +93,14 @@ def test_agreement_numbers_match_the_hand_computation(
     requests = [b for b in judge_server.requests if "REFUSED" not in prompt_of(b)]
     assert result.cost["judge_calls"] == len(requests)
     assert result.cost["prompt_tokens"] == sum(max(1, len(prompt_of(b)) // 4) for b in requests)
-    assert result.passed
-    assert "accuracy 80.0% (8/10), Cohen's kappa 0.600 (moderate)" in result.table()
-    assert "best threshold 0.75: accuracy 90.0%" in result.table()
+    # Ten items cannot show that the judge beats chance: kappa's 95% interval reaches 0.
+    assert result.kappa_interval == (0.0, 1.0)
+    assert (result.passed, result.verdict) == (False, "no better than chance")
+    assert "accuracy 80.0% (8/10), balanced accuracy 80.0%, Cohen's kappa 0.600 (moderate)" \
+        in result.table()
+    assert "advised threshold 0.75: accuracy 90.0% (9/10), balanced accuracy 90.0%" \
+        in result.table()
+    assert "judge: NO BETTER THAN CHANCE at 0.5" in result.table()
 
 
 def test_an_interrupted_run_resumes_where_it_stopped(
@@ -165,18 +170,22 @@ def test_the_command_writes_reports_and_exits_by_the_minimums(
     base = ["calibrate", str(data), "--scorer", "faithfulness", "--judge", "test-judge",
             "--judge-api-base", judge_server.api_base, "--no-progress"]
 
+    # --min-accuracy 0.8 holds; what fails the run is a judge no better than chance on ten items.
     assert main([*base, "--report", str(report), "--junit", str(junit),
-                 "--min-accuracy", "0.8"]) == 0
+                 "--min-accuracy", "0.8"]) == 1
     out = capsys.readouterr().out
     assert "Cohen's kappa 0.600" in out and "errors (judge_error x1)" in out
+    assert [line for line in out.splitlines() if line.startswith("FAILED")] == [
+        "FAILED: the judge agrees with the humans no better than chance at threshold 0.5 "
+        "(Cohen's kappa 0.600, 95% interval 0.000 to 1.000): do not rely on its pass/fail"]
     saved = json.loads(report.read_text())
     assert saved["at_threshold"]["confusion"] == {"pass": {"pass": 5, "fail": 0},
                                                    "fail": {"pass": 2, "fail": 3}}
     assert saved["judge_model"] == "openai/test-judge"
     suite = ET.parse(junit).getroot().find("testsuite")
-    assert suite is not None and suite.get("failures") == "1"  # the refused item
+    assert suite is not None and suite.get("failures") == "2"  # chance, the refused item
     cases = {c.get("name"): c for c in suite.iter("testcase")}
-    assert cases["agreement"].find("failure") is None
+    assert "no better than chance" in cases["agreement"].find("failure").get("message")
     assert cases["judge"].find("failure") is not None
 
     assert main([*base, "--min-kappa", "0.7"]) == 1
@@ -207,9 +216,11 @@ def test_kappa_and_threshold_edge_cases() -> None:
     pairs = [(0.0, True), (0.2, True), (0.6, False), (0.4, False)]
     best = stats.best_threshold(pairs, 0.5, higher_is_better=False)
     assert best is not None and (best.threshold, best.accuracy) == (0.2, 1.0)
-    # When failing everything agrees best, the threshold says so: past every score, not on one
-    # (a judge that calls every answer hallucinated, as the 1.5B model did in the benchmark).
+    # A judge that calls every answer hallucinated (as the 1.5B model did in the benchmark):
+    # failing everything is no advice, and the one threshold that separates the items is
+    # worse than chance, so nothing is advised.
     pairs = [(1.0, True), (1.0, True), (0.5, True), (1.0, False), (0.5, False), (0.5, False)]
-    best = stats.best_threshold(pairs, 0.5, higher_is_better=False)
-    assert best is not None and best.threshold == pytest.approx(0.49)
-    assert (best.accuracy, best.false_pass, best.true_pass) == (0.5, 0, 0)
+    assert stats.best_threshold(pairs, 0.5, higher_is_better=False) is None
+    advice = stats.threshold_advice(pairs, 0.5, higher_is_better=False)
+    assert advice is not None and advice["move"] is False and advice["best"] is None
+    assert str(advice["text"]).startswith("no threshold advised")

@@ -204,11 +204,17 @@ def test_calibration_page_matches_the_json_report(
     code = main(["calibrate", str(data_file), "--scorer", "faithfulness:0.5",
                  "--judge", "openai/test-judge", "--judge-api-base", judge_server.api_base,
                  "--report", str(report), "--html", str(html)])
-    assert code == 0, capsys.readouterr()
+    assert code == 1, capsys.readouterr()  # ten items: no better than chance
     data = json.loads(report.read_text())
     page = parse(html)
+    (verdict,) = page.find_all("span", id="verdict")
+    assert verdict.text() == data["verdict"] == "no better than chance"
+    assert "passed" not in verdict.attrs["class"]
+    (chance,) = page.find_all("p", id="chance")
+    assert "agrees no better than chance" in chance.text()
+    assert data["chance"]["kappa_interval"] == [0.0, 1.0]
 
-    for name, key in (("at threshold", "at_threshold"), ("best threshold", "best_threshold")):
+    for name, key in (("at threshold", "at_threshold"), ("advised threshold", "best_threshold")):
         (table,) = page.find_all("table", data_threshold=name)
         cells = {(c.attrs["data-human"], c.attrs["data-judge"]): int(c.text())
                  for c in table.find_all("td", data_human=None)}
@@ -218,9 +224,10 @@ def test_calibration_page_matches_the_json_report(
     # The worked example of tests/test_calibrate.py: 5/0/2/3 at 0.5, best threshold 0.75.
     assert data["at_threshold"]["confusion"] == {"pass": {"pass": 5, "fail": 0},
                                                  "fail": {"pass": 2, "fail": 3}}
-    (row,) = page.find_all("tr", data_agreement="best threshold")
+    (row,) = page.find_all("tr", data_agreement="advised threshold")
     fields = {c.attrs["data-field"]: c.text() for c in row.find_all(data_field=None)}
     assert fields["threshold"] == "0.75" and fields["accuracy"] == "90.0%"
+    assert fields["balanced_accuracy"] == "90.0%"
 
     # The judge's scores per human label, with both thresholds drawn.
     scored = [i for i in data["items"] if i["status"] == "scored"]

@@ -1,9 +1,11 @@
 """``tracescore.calibrate``: how well a scorer with its judge agrees with human labels.
 
 Given a labelled dataset, a scorer and a judge, every item is scored and the judge's pass/fail
-at a threshold is compared with the human label: accuracy, Cohen's kappa, the confusion matrix,
-the threshold that maximises agreement (and what it gains over the default), and what it cost
-(judge calls, tokens, money, time). It is what a user choosing a judge model and a threshold
+at a threshold is compared with the human label: accuracy, balanced accuracy, Cohen's kappa with
+its bootstrap interval, the confusion matrix, whether the judge agrees better than chance at all,
+the advised threshold (the highest balanced accuracy among thresholds that neither pass nor fail
+everything; none when no such threshold beats chance) and whether to move to it, and what it
+cost (judge calls, tokens, money, time). It is what a user choosing a judge model and a threshold
 for an online rule needs; the arithmetic lives in ``tracescore._calibrate_stats``.
 
 Resumable: each item's outcome is appended to a state file (JSON lines, keyed by item id) as it
@@ -104,8 +106,10 @@ class CalibrationResult:
         higher_is_better: the scorer's direction.
         threshold: the default threshold the agreement is measured at.
         at_threshold: the agreement at ``threshold`` (``tracescore._calibrate_stats.Agreement``).
-        best: the agreement at the threshold that maximises accuracy on these items (fitted on
-            them: optimistic on small sets).
+        best: the agreement at the advised threshold: the highest balanced accuracy on these
+            items among thresholds that neither pass nor fail everything (fitted on them:
+            optimistic on small sets); None when no such threshold beats chance or the humans
+            gave one label only.
         items: every item's outcome, in data order.
         resumed: items whose outcome came from the state file, not from this run.
         seconds: wall-clock seconds of this run.
@@ -159,9 +163,40 @@ class CalibrationResult:
         return stats.threshold_advice(pairs, self.threshold, self.higher_is_better)
 
     @property
+    def kappa_interval(self) -> tuple[float, float] | None:
+        """The 95% percentile-bootstrap interval of Cohen's kappa at ``threshold``
+        (``tracescore._calibrate_stats.kappa_interval``: 2,000 resamples, seeded); None when
+        undefined. Computed once."""
+        if "_kappa_interval" not in self.__dict__:
+            a = self.at_threshold
+            self.__dict__["_kappa_interval"] = (
+                stats.kappa_interval(a.true_pass, a.false_pass, a.false_fail, a.true_fail)
+                if a.n else None)
+        return self.__dict__["_kappa_interval"]  # type: ignore[no-any-return]
+
+    @property
+    def no_better_than_chance(self) -> bool | None:
+        """Whether the judge agrees with the humans no better than chance at ``threshold``:
+        Cohen's kappa undefined or <= 0, or the lower end of its 95% bootstrap interval <= 0
+        (``tracescore._calibrate_stats.no_better_than_chance``); None when nothing was
+        scored."""
+        if not self.at_threshold.n:
+            return None
+        return stats.no_better_than_chance(self.at_threshold, self.kappa_interval)
+
+    @property
     def passed(self) -> bool:
-        """True when every requirement held (``problems`` is empty)."""
+        """True when every requirement held (``problems`` is empty); a judge no better than
+        chance is a problem."""
         return not self.problems
+
+    @property
+    def verdict(self) -> str:
+        """``"passed"``, ``"no better than chance"`` (the judge's agreement with the humans is
+        not above chance) or ``"failed"`` (another problem)."""
+        if self.no_better_than_chance:
+            return "no better than chance"
+        return "passed" if self.passed else "failed"
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict of everything (the ``--report`` file)."""
@@ -169,12 +204,15 @@ class CalibrationResult:
             if a is None:
                 return None
             return {"threshold": a.threshold, "n": a.n, "accuracy": a.accuracy,
-                    "kappa": a.kappa, "kappa_band": stats.kappa_band(a.kappa),
+                    "balanced_accuracy": a.balanced_accuracy, "kappa": a.kappa,
+                    "kappa_band": stats.kappa_band(a.kappa), "degenerate": a.degenerate,
                     "confusion": a.confusion()}
 
         gain = None
-        if self.best is not None and self.at_threshold.accuracy is not None:
-            gain = round((self.best.accuracy or 0.0) - self.at_threshold.accuracy, 12)
+        if self.best is not None and self.at_threshold.balanced_accuracy is not None:
+            gain = round((self.best.balanced_accuracy or 0.0)
+                         - self.at_threshold.balanced_accuracy, 12)
+        interval = self.kappa_interval
         return {
             "scorer": self.scorer_id,
             "judge_model": self.judge_model,
@@ -186,8 +224,13 @@ class CalibrationResult:
             "at_threshold": agreement(self.at_threshold),
             "best_threshold": agreement(self.best),
             "best_threshold_gain": gain,
+            "threshold_choice": THRESHOLD_CHOICE,
             "threshold_advice": self.threshold_advice,
+            "chance": {"no_better_than_chance": self.no_better_than_chance,
+                       "kappa_interval": None if interval is None else list(interval),
+                       "definition": CHANCE_DEFINITION},
             "cost": self.cost,
+            "verdict": self.verdict,
             "passed": self.passed,
             "problems": list(self.problems),
             "items": [i.as_dict() for i in self.items],
@@ -203,19 +246,26 @@ class CalibrationResult:
                                       if self.resumed else ""),
             _agreement_line(f"at threshold {_num(a.threshold)}", a),
         ]
-        if b is not None:
-            gain = (b.accuracy or 0.0) - (a.accuracy or 0.0)
-            lines.append(_agreement_line(f"best threshold {_num(b.threshold)}", b)
-                         + f"  (+{gain:.1%} accuracy over {_num(a.threshold)})")
+        chance = self.no_better_than_chance
+        if chance is not None:
+            interval = self.kappa_interval
+            ci = ("undefined" if interval is None
+                  else f"{interval[0]:.3f} to {interval[1]:.3f}")
+            who = "judge" if self.judge_model else "scorer"
+            lines.append(
+                f"{who}: {'NO BETTER THAN CHANCE' if chance else 'better than chance'} at "
+                f"{_num(a.threshold)} (Cohen's kappa 95% interval {ci}; no better than chance "
+                "means kappa <= 0 or an interval reaching 0)")
         advice = self.threshold_advice
+        if b is not None:
+            gain = (b.balanced_accuracy or 0.0) - (a.balanced_accuracy or 0.0)
+            lines.append(_agreement_line(f"advised threshold {_num(b.threshold)}", b)
+                         + f"  ({gain:+.1%} balanced accuracy over {_num(a.threshold)})")
         if advice is not None:
             lines.append(f"threshold: {advice['text']}")
-        lines += [
-            "confusion at threshold (rows human, columns judge):",
-            "               judge pass  judge fail",
-            f"  human pass   {a.true_pass:>10}  {a.false_fail:>10}",
-            f"  human fail   {a.false_pass:>10}  {a.true_fail:>10}",
-        ]
+        lines += _confusion_lines(f"at threshold {_num(a.threshold)}", a)
+        if b is not None and b.threshold != a.threshold:
+            lines += _confusion_lines(f"at the advised threshold {_num(b.threshold)}", b)
         cost = self.cost
         usd = "unknown" if cost["usd"] is None else f"${cost['usd']:.4f}"
         lines.append(
@@ -235,6 +285,33 @@ class CalibrationResult:
         return "\n".join(lines)
 
 
+THRESHOLD_CHOICE = {
+    "criterion": "balanced_accuracy",
+    "why": ("balanced accuracy (the mean of the judge's agreement on human passes and on human "
+            "fails) is not fooled by class imbalance: a threshold that passes or fails "
+            "everything scores 0.5 whatever the shares, where raw accuracy rewards it with the "
+            "majority's share. Thresholds that pass or fail every item are never advised, nor "
+            "one whose balanced accuracy is not above 0.5; ties go to the higher Cohen's kappa, "
+            "then to the threshold nearest the current one."),
+}
+"""How the advised threshold is chosen (the JSON report's ``threshold_choice``)."""
+
+CHANCE_DEFINITION = (
+    "no better than chance: at the current threshold, Cohen's kappa is undefined or <= 0, or "
+    "the lower end of its 95% percentile-bootstrap interval (2,000 resamples of the items, "
+    "seeded) is <= 0")
+"""When a judge is marked no better than chance (the JSON report's ``chance.definition``)."""
+
+
+def _confusion_lines(what: str, a: stats.Agreement) -> list[str]:
+    return [
+        f"confusion {what} (rows human, columns judge):",
+        "               judge pass  judge fail",
+        f"  human pass   {a.true_pass:>10}  {a.false_fail:>10}",
+        f"  human fail   {a.false_pass:>10}  {a.true_fail:>10}",
+    ]
+
+
 def _num(value: float) -> str:
     return f"{value:.4g}"
 
@@ -243,8 +320,10 @@ def _agreement_line(what: str, a: stats.Agreement) -> str:
     if a.accuracy is None:
         return f"{what}: no item to compare"
     kappa = "undefined" if a.kappa is None else f"{a.kappa:.3f}"
+    balanced = ("undefined" if a.balanced_accuracy is None
+                else f"{a.balanced_accuracy:.1%}")
     return (f"{what}: accuracy {a.accuracy:.1%} ({a.true_pass + a.true_fail}/{a.n}), "
-            f"Cohen's kappa {kappa} ({stats.kappa_band(a.kappa)})")
+            f"balanced accuracy {balanced}, Cohen's kappa {kappa} ({stats.kappa_band(a.kappa)})")
 
 
 # -- data -----------------------------------------------------------------------------------
@@ -479,7 +558,8 @@ def calibrate(
         min_kappa: likewise for Cohen's kappa.
 
     Returns:
-        A ``CalibrationResult``. Problems also include "nothing was scored".
+        A ``CalibrationResult``. Problems also include "nothing was scored" and a judge that
+        agrees with the humans no better than chance (``no_better_than_chance``).
 
     Raises:
         ConfigurationError: unreadable data, an unknown scorer id, a state file written for
@@ -572,6 +652,15 @@ def _problems(result: CalibrationResult, min_accuracy: float | None,
     if min_kappa is not None and (a.kappa is None or a.kappa < min_kappa):
         kappa = "undefined" if a.kappa is None else f"{a.kappa:.3f}"
         problems.append(f"Cohen's kappa {kappa} is below --min-kappa {min_kappa:g}")
+    if result.no_better_than_chance:
+        interval = result.kappa_interval
+        kappa = "undefined" if a.kappa is None else f"{a.kappa:.3f}"
+        ci = "undefined" if interval is None else f"{interval[0]:.3f} to {interval[1]:.3f}"
+        who = "judge" if result.judge_model else "scorer"
+        problems.append(
+            f"the {who} agrees with the humans no better than chance at threshold "
+            f"{_num(a.threshold)} (Cohen's kappa {kappa}, 95% interval {ci}): do not rely on "
+            "its pass/fail")
     return problems
 
 

@@ -1,7 +1,7 @@
 """``tracescore calibrate``: the command line of ``tracescore.calibrate``.
 
 Exit codes: 0 when every requirement held, 1 when ``--min-accuracy``/``--min-kappa`` was
-missed or no item was scored, 2 when the run could not be made (bad arguments, data, scorer, a
+missed, the judge agrees with the humans no better than chance, or no item was scored, 2 when the run could not be made (bad arguments, data, scorer, a
 missing judge, a state file of another run).
 """
 
@@ -26,12 +26,14 @@ def add_calibrate_parser(commands: Any) -> None:
         description=(
             "Score every item of a labelled dataset (.jsonl, .json or .csv: output, label "
             "(pass/fail or a number), and input/context/ground_truth as the scorer needs, id) "
-            "and report accuracy, Cohen's kappa, the confusion matrix, the threshold that "
-            "maximises agreement and the cost. Resumable with --state. With --feedback or "
+            "and report accuracy, balanced accuracy, Cohen's kappa with its 95% interval, "
+            "whether the judge beats chance, the confusion matrices at the current and the "
+            "advised threshold (the best balanced accuracy among thresholds that neither pass "
+            "nor fail everything) and the cost. Resumable with --state. With --feedback or "
             "--phoenix-url the labels are human verdicts recorded on production spans "
             "(tracescore.record_feedback) and the scores those the scorer recorded on the same "
             "spans. The report says whether the threshold should move. Exit 0, 1 (a --min-* "
-            "missed or nothing scored) or 2 (could not run)."
+            "missed, a judge no better than chance, or nothing scored) or 2 (could not run)."
         ),
     )
     cal.add_argument("data", metavar="DATA", nargs="?",

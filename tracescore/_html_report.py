@@ -14,7 +14,8 @@ keeps them whole.
 Charts: a score histogram per scorer (ten equal bins over ``0..scale``; a score equal to the
 top of the scale falls in the last bin), bars split by the pass/fail label when a threshold is
 set, the threshold drawn as a line; for a calibration, the histogram of the judge's scores per
-human label, with the threshold used and the best threshold found.
+human label, with the threshold used and the advised one; whether the judge agrees better than
+chance, marked on the verdict badge when it does not.
 """
 
 from __future__ import annotations
@@ -205,7 +206,7 @@ def calibration_html(report: dict[str, Any]) -> str:
 
     lines = [{"name": "threshold", "value": threshold, "colour": "#0969da", "dashed": False}]
     if best is not None and best["threshold"] != threshold:
-        lines.append({"name": "best", "value": best["threshold"], "colour": "#8250df",
+        lines.append({"name": "advised", "value": best["threshold"], "colour": "#8250df",
                       "dashed": True})
     per_label = []
     for human, wanted in (("pass", True), ("fail", False)):
@@ -225,8 +226,10 @@ def calibration_html(report: dict[str, Any]) -> str:
     problems = [{"id": i["id"], "status": i["status"], "error_type": i.get("error_type"),
                  "explanation": _text(i["explanation"])}
                 for i in report["items"] if i["status"] != "scored"]
+    verdict_class = {"passed": "passed", "no better than chance": "chance"}.get(
+        report["verdict"], "failed")
     return _environment().get_template("calibrate.html.j2").render(
-        report=report, at=at, best=best, per_label=per_label, top=top,
+        report=report, at=at, best=best, verdict_class=verdict_class, per_label=per_label, top=top,
         disagreements=disagreements[:MAX_FAILING_ROWS], disagreements_total=len(disagreements),
         problems=problems[:MAX_FAILING_ROWS], problems_total=len(problems),
         max_rows=MAX_FAILING_ROWS,
