@@ -1,8 +1,9 @@
 """``tracescore calibrate``: the command line of ``tracescore.calibrate``.
 
 Exit codes: 0 when every requirement held, 1 when ``--min-accuracy``/``--min-kappa`` was
-missed, the judge agrees with the humans no better than chance, or no item was scored, 2 when the run could not be made (bad arguments, data, scorer, a
-missing judge, a state file of another run).
+missed, the judge agrees with the humans no better than chance, or no item was scored, 2 when
+the run could not be made (bad arguments, data, scorer, a missing judge, a state file of
+another run).
 """
 
 from __future__ import annotations
