@@ -3,9 +3,10 @@ the page shows.
 
 A ```bash block preceded by ``<!-- snippet: shell (reason) -->`` is run line by line (a line
 ending in a backslash continues on the next) from a scratch folder in which ``examples/`` is the
-repository's, with ``tracescore`` meaning this checkout's command line. When a ```text block
-follows it, every line of that block except the ``cost:`` line (wall-clock times) must appear in
-what the commands printed.
+repository's, with ``tracescore`` meaning this checkout's command line and ``python`` this
+interpreter (for ``python examples/...``). When a ```text block follows it, every line of that
+block except the ``cost:`` line (wall-clock times) must appear in what the first ``tracescore``
+command printed.
 """
 
 from __future__ import annotations
@@ -54,14 +55,19 @@ def test_documented_commands_run_as_written(name: str, code: str, shown: str | N
         argv = shlex.split(command)
         if not argv:
             continue
-        assert argv[0] == "tracescore", f"{name}: only tracescore commands run here"
-        result = subprocess.run([sys.executable, "-m", "tracescore", *argv[1:]], cwd=tmp_path,
-                                env=env, capture_output=True, text=True, timeout=300)
+        if argv[0] == "python":  # an example of the repository
+            assert argv[1].startswith("examples/"), f"{name}: {command}"
+            run = [sys.executable, *argv[1:]]
+        else:
+            assert argv[0] == "tracescore", f"{name}: only tracescore commands run here"
+            run = [sys.executable, "-m", "tracescore", *argv[1:]]
+        result = subprocess.run(run, cwd=tmp_path, env=env, capture_output=True, text=True,
+                                timeout=300)
         assert result.returncode in (0, 1), f"{name}: {command}\n{result.stderr}"
         assert "Traceback" not in result.stderr, result.stderr
         printed.append(result.stdout)
     if shown is not None:
-        out = printed[0]
+        out = next(p for p in printed if p.startswith("tracescore "))
         missing = [line for line in shown.splitlines()
                    if line.strip() and not line.startswith("cost:") and line not in out]
         assert not missing, f"{name}: the page shows lines the command did not print:\n" \

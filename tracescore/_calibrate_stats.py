@@ -124,7 +124,7 @@ def cohen_kappa(tp: int, fp: int, fn: int, tn: int) -> float | None:
     expected = human_pass * judge_pass + (1 - human_pass) * (1 - judge_pass)
     if expected >= 1.0:
         return None
-    return round((observed - expected) / (1 - expected), 12)
+    return round((observed - expected) / (1 - expected), 12) + 0.0  # never -0.0
 
 
 def agreement(

@@ -21,6 +21,7 @@ from typing import Any
 from . import _env
 from ._calibrate_cli import add_calibrate_parser, run_calibrate
 from ._cli_judge import add_judge_options, judge_from_args
+from ._cli_rescore import add_rescore_parser, run_rescore
 from ._cli_scorers import UsageError, available_scorers, build_scorer, parse_scorer
 
 __all__ = ["EXIT_FAILED", "EXIT_PASSED", "EXIT_USAGE", "main"]
@@ -108,6 +109,7 @@ def _parser() -> argparse.ArgumentParser:
 
     commands.add_parser("scorers", help="list the scorer ids tracescore eval accepts")
     add_calibrate_parser(commands)
+    add_rescore_parser(commands)
     serve = commands.add_parser(
         "serve", help="score OTLP traffic as a service (behind an OpenTelemetry Collector)",
         description="Receive OTLP (gRPC and HTTP), score spans by the rules of a configuration "
@@ -310,6 +312,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _run_serve(args)
     if args.command == "calibrate":
         return run_calibrate(args)
+    if args.command == "rescore":
+        return run_rescore(args)
     try:
         return _run_eval(args)
     except (UsageError, ConfigurationError) as exc:

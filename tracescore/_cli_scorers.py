@@ -96,11 +96,17 @@ def parse_scorer(text: str) -> tuple[str, float | None]:
     return scorer_id, threshold
 
 
-def build_scorer(scorer_id: str, judge: Any) -> Any:
+def build_scorer(scorer_id: str, judge: Any, options: dict[str, Any] | None = None) -> Any:
     """The scorer ``scorer_id`` with its defaults, judged by ``judge`` (None: the default).
 
+    Args:
+        scorer_id: the scorer's id.
+        judge: a ``tracescore.Judge``, a model string, or None.
+        options: further factory arguments by name (e.g. ``{"prompt_set": "tracescore-v2"}``).
+
     Raises:
-        UsageError: the id is unknown, or the scorer needs options the command line lacks.
+        UsageError: the id is unknown, an option is not one of the factory's, or the scorer
+            needs options the command line lacks.
     """
     from tracescore._errors import ConfigurationError
 
@@ -110,11 +116,24 @@ def build_scorer(scorer_id: str, judge: Any) -> Any:
         params = inspect.signature(factory).parameters
     except (TypeError, ValueError):
         params = {}  # type: ignore[assignment]
+    for name, value in (options or {}).items():
+        if name not in params or name == "model":
+            accepted = ", ".join(p for p in params if p != "model") or "none"
+            raise UsageError(f"scorer {scorer_id!r} has no option {name!r} (its options: "
+                             f"{accepted}; the judge is judge=MODEL)")
+        kwargs[name] = value
     if judge is not None and "model" in params:
         kwargs["model"] = judge
     try:
         return factory(**kwargs)
-    except (TypeError, ConfigurationError) as exc:
+    except ConfigurationError as exc:
+        if options:
+            raise UsageError(f"scorer {scorer_id!r}: {exc}") from None
+        raise UsageError(
+            f"scorer {scorer_id!r} cannot be built from the command line ({exc}); use "
+            "tracescore.run_evals() in Python to pass its options"
+        ) from None
+    except TypeError as exc:
         # A scorer whose options have no default (tool-call-accuracy's tools).
         raise UsageError(
             f"scorer {scorer_id!r} cannot be built from the command line ({exc}); use "

@@ -1,4 +1,5 @@
-"""Self-contained HTML reports of ``tracescore eval`` and ``tracescore calibrate`` (issue 24).
+"""Self-contained HTML reports of ``tracescore eval``, ``tracescore calibrate`` and
+``tracescore rescore``.
 
 Each page is rendered from the same JSON-ready dict the ``--report`` file holds
 (``result_to_dict(result)`` for an evaluation, ``CalibrationResult.to_dict()`` for a
@@ -25,7 +26,7 @@ import math
 from pathlib import Path
 from typing import Any
 
-__all__ = ["calibration_html", "eval_html", "histogram", "write_html"]
+__all__ = ["calibration_html", "eval_html", "histogram", "rescore_html", "write_html"]
 
 MAX_TEXT_CHARS = 2_000  # characters of an input, output or reason shown per cell
 MAX_FAILING_ROWS = 500  # failing (item, scorer) rows listed; the rest are counted
@@ -235,6 +236,40 @@ def calibration_html(report: dict[str, Any]) -> str:
         max_rows=MAX_FAILING_ROWS,
         title=f"tracescore calibrate {report['scorer']}",
     )
+
+
+def rescore_html(report: dict[str, Any]) -> str:
+    """The HTML page of a re-scoring's JSON report (``RescoreResult.to_dict()``): the sides
+    with their evaluator versions, each side's score histogram with its threshold, each side
+    against the baseline, the turns that moved most with both reasons.
+
+    Args:
+        report: the ``--report`` dict.
+
+    Returns:
+        A complete HTML document.
+    """
+    charts = []
+    for index, side in enumerate(report["sides"]):
+        scale = float(side.get("scale") or 1.0)
+        scores, labels = [], []
+        for item in report["items"]:
+            o = item["outcomes"][index]
+            if o["status"] == "scored" and o["score"] is not None:
+                score = float(o["score"])
+                scores.append(score)
+                passed = score >= side["threshold"] if side["higher_is_better"] \
+                    else score <= side["threshold"]
+                labels.append("pass" if passed else "fail")
+        bins = histogram(scores, scale, labels)
+        lines = [{"name": "threshold", "value": side["threshold"], "colour": "#0969da",
+                  "dashed": False}]
+        charts.append({"label": side["label"],
+                       "chart": _chart(f"side {index}", bins, scale, lines)})
+    env = _environment()
+    env.globals["text"] = _text
+    return env.get_template("rescore.html.j2").render(
+        report=report, charts=charts, title="tracescore rescore")
 
 
 def write_html(html: str, path: str | Path) -> None:

@@ -1,0 +1,507 @@
+"""``tracescore rescore``: score stored traces again with chosen scorers, side by side.
+
+Each *side* is a scorer with its options, its judge and its threshold: typically the scorer in
+production today and a candidate (another prompt set, another judge model, another threshold).
+Every side scores the same turns: the traces are read (``tracescore._offline.traces``) and each
+whole trace is routed span by span, in the order its spans ended, through a scoring processor of
+its own per side: the one router the runtime and ``tracescore serve`` use
+(``ScoringSpanProcessor.route``), with the runtime's readers, its trace buffer (a retrieval's
+documents reach the turn that used them) and one ``ScoringRule`` per side selecting the same
+kind of span (``on``, default ``agent``). What a side's scorer would have scored online is what
+it scores here.
+
+Streaming and bounded: spans are read one line at a time, a trace is scored once its root has
+come (``TraceAssembler``: bounded open traces and spans, evictions counted), and traces are
+scored in batches (the processors are flushed after every ``batch`` spans routed), so memory
+holds the open traces, one batch and a compact record per scored turn. Resumable: each scored
+trace is appended to a state file (JSON lines) once every side is done with it; a run given the
+same state file skips those traces, except one where a side failed (it is scored again). A state
+file written for other sides or another span kind is refused.
+
+Each side is labelled by its evaluator version (``tracescore._fingerprint``, the
+``tracescore.evaluator.version`` on every score it makes online). The comparison of each side
+with the first (the baseline), over the turns both scored:
+
+* the share of turns on which both give the same pass/fail at their own thresholds;
+* Cohen's kappa of those pass/fail labels (``tracescore._calibrate_stats.cohen_kappa``), with its
+  95% bootstrap interval;
+* the mean absolute shift and the mean shift of the score, each score divided by its scorer's
+  scale (so 0..1 whatever the scale);
+* how many turns changed label each way, and the turns that moved most.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import threading
+import time
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .. import _calibrate_stats as stats
+from .. import _semconv as sc
+from .._errors import ConfigurationError
+from .._redact import redact_text
+from .traces import SourceCounts, TraceAssembler
+
+__all__ = ["RescoreResult", "Side", "rescore"]
+
+_STATE_VERSION = 1
+_MAX_EXPLANATION = 500
+_FLUSH_MILLIS = 24 * 3600 * 1000  # a flush ends when every job did (each judge call is bounded)
+
+
+@dataclass
+class Side:
+    """One scorer of the comparison.
+
+    Attributes:
+        label: how reports name it (default ``<scorer id> <evaluator version>``).
+        scorer: the scorer object.
+        threshold: its pass threshold (inclusive; ``<=`` when lower is better).
+        judge_model: its judge's model string, or None for a scorer without a judge.
+        options: the options it was built with (for the report).
+    """
+
+    label: str
+    scorer: Any
+    threshold: float
+    judge_model: str | None = None
+    options: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def scorer_id(self) -> str:
+        return str(self.scorer.id)
+
+    @property
+    def version(self) -> str:
+        from .._fingerprint import evaluator_version
+
+        return evaluator_version(self.scorer)
+
+    @property
+    def scale(self) -> float:
+        return float(getattr(self.scorer, "scale", 1.0) or 1.0)
+
+    @property
+    def higher_is_better(self) -> bool:
+        return bool(getattr(self.scorer, "higher_is_better", True))
+
+    def describe(self) -> dict[str, Any]:
+        return {"label": self.label, "scorer": self.scorer_id,
+                "evaluator_version": self.version, "judge_model": self.judge_model,
+                "threshold": self.threshold, "scale": self.scale,
+                "higher_is_better": self.higher_is_better, "options": self.options}
+
+
+@dataclass
+class RescoreResult:
+    """What a re-scoring came to: per turn, every side's outcome; the sides compared.
+
+    Attributes:
+        sides: the sides, the first being the baseline.
+        items: per scored turn ``{"trace_id", "span_id", "span_name", "outcomes": [per side
+            {"status", "score", "label", "error_type", "explanation"}]}``, in the order scored.
+        source: what was read.
+        traces: counts of traces and spans (complete, incomplete, evicted, late, resumed,
+            skipped records).
+        on: the span kind scored.
+        seconds: wall-clock seconds.
+        state_file: the state file, if any.
+        top: how many moved turns the comparison lists.
+    """
+
+    sides: list[Side]
+    items: list[dict[str, Any]]
+    source: str
+    traces: dict[str, Any]
+    on: str
+    seconds: float = 0.0
+    state_file: str | None = None
+    top: int = 20
+
+    def side_summary(self, index: int) -> dict[str, Any]:
+        """A side's counts by status, mean score and pass share (of scored turns)."""
+        side = self.sides[index]
+        scores = [o["score"] for o in self._outcomes(index) if o["status"] == "scored"]
+        counts = {"scored": 0, "not_scorable": 0, "error": 0, "missing": 0}
+        for o in self._outcomes(index):
+            counts[o["status"]] += 1
+        passed = sum(1 for s in scores if stats.judge_passes(s, side.threshold,
+                                                             side.higher_is_better))
+        return {**side.describe(), **counts,
+                "mean": math.fsum(scores) / len(scores) if scores else None,
+                "pass_share": passed / len(scores) if scores else None}
+
+    def _outcomes(self, index: int) -> Iterator[dict[str, Any]]:
+        for item in self.items:
+            yield item["outcomes"][index]
+
+    def comparison(self, index: int) -> dict[str, Any]:
+        """Side ``index`` against the baseline (side 0) on the turns both scored (module
+        docstring)."""
+        base, other = self.sides[0], self.sides[index]
+        tp = fp = fn = tn = 0
+        shifts: list[tuple[float, dict[str, Any]]] = []
+        flips = {"pass_to_fail": 0, "fail_to_pass": 0}
+        for item in self.items:
+            a, b = item["outcomes"][0], item["outcomes"][index]
+            if a["status"] != "scored" or b["status"] != "scored":
+                continue
+            was = stats.judge_passes(a["score"], base.threshold, base.higher_is_better)
+            now = stats.judge_passes(b["score"], other.threshold, other.higher_is_better)
+            tp += was and now
+            tn += not was and not now
+            fp += now and not was
+            fn += was and not now
+            if was != now:
+                flips["pass_to_fail" if was else "fail_to_pass"] += 1
+            shift = b["score"] / other.scale - a["score"] / base.scale
+            shifts.append((shift, item))
+        n = tp + fp + fn + tn
+        interval = stats.kappa_interval(tp, fp, fn, tn) if n else None
+        moved = sorted(shifts, key=lambda s: (-abs(s[0]), s[1]["trace_id"], s[1]["span_id"]))
+        return {
+            "baseline": base.label, "side": other.label, "n": n,
+            "agree_share": (tp + tn) / n if n else None,
+            "kappa": stats.cohen_kappa(tp, fp, fn, tn),
+            "kappa_interval": None if interval is None else list(interval),
+            "confusion": {"pass": {"pass": tp, "fail": fn}, "fail": {"pass": fp, "fail": tn}},
+            "mean_absolute_shift": (math.fsum(abs(s) for s, _ in shifts) / n) if n else None,
+            "mean_shift": (math.fsum(s for s, _ in shifts) / n) if n else None,
+            "label_changes": flips,
+            "moved_most": [
+                {"trace_id": item["trace_id"], "span_id": item["span_id"],
+                 "span_name": item["span_name"], "shift": round(shift, 12),
+                 "baseline": item["outcomes"][0], "side": item["outcomes"][index]}
+                for shift, item in moved[:self.top] if shift != 0],
+        }
+
+    @property
+    def passed(self) -> bool:
+        """True when some turn was scored by every side."""
+        return any(all(o["status"] == "scored" for o in item["outcomes"]) for item in self.items)
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict of everything (the ``--report`` file)."""
+        return {
+            "tracescore_rescore": _STATE_VERSION,
+            "source": self.source,
+            "on": self.on,
+            "state_file": self.state_file,
+            "traces": dict(self.traces),
+            "turns": len(self.items),
+            "sides": [self.side_summary(i) for i in range(len(self.sides))],
+            "comparisons": [self.comparison(i) for i in range(1, len(self.sides))],
+            "seconds": round(self.seconds, 3),
+            "passed": self.passed,
+            "items": self.items,
+        }
+
+    def table(self) -> str:
+        """The plain-text report a terminal shows."""
+        t = self.traces
+        lines = [
+            f"tracescore rescore ({self.on} turns) from {self.source}: {t['traces']} traces "
+            f"({t['complete']} complete, {t['incomplete']} without their root, {t['evicted']} "
+            f"evicted, {t['resumed']} from the state file), {t['spans']} spans, "
+            f"{len(self.items)} turns scored"
+            + (f"; {t['late_spans']} late spans and {t['skipped_records']} unreadable records "
+               "skipped" if t["late_spans"] or t["skipped_records"] else ""),
+        ]
+        for i in range(len(self.sides)):
+            s = self.side_summary(i)
+            judge = f"judge {s['judge_model']}, " if s["judge_model"] else ""
+            mean = "-" if s["mean"] is None else f"{s['mean']:.3f}"
+            share = "-" if s["pass_share"] is None else f"{s['pass_share']:.1%}"
+            named = "" if s["label"].startswith(f"{s['scorer']} {s['evaluator_version']}") \
+                else f"{s['scorer']} version {s['evaluator_version']}, "
+            lines.append(
+                f"{'baseline' if i == 0 else 'side ' + str(i)} {s['label']} ({named}"
+                f"{judge}threshold {s['threshold']:g}): "
+                f"{s['scored']} scored, {s['not_scorable']} not scorable, {s['error']} errors; "
+                f"mean {mean}, pass {share}")
+        for i in range(1, len(self.sides)):
+            c = self.comparison(i)
+            if not c["n"]:
+                lines.append(f"{c['side']} vs {c['baseline']}: no turn scored by both")
+                continue
+            kappa = "undefined" if c["kappa"] is None else f"{c['kappa']:.3f}"
+            lines.append(
+                f"{c['side']} vs {c['baseline']}: {c['n']} turns scored by both; same pass/fail "
+                f"on {c['agree_share']:.1%}, Cohen's kappa {kappa}; mean absolute shift "
+                f"{c['mean_absolute_shift']:.3f} (mean shift {c['mean_shift']:+.3f}); "
+                f"{c['label_changes']['pass_to_fail']} turn(s) pass -> fail, "
+                f"{c['label_changes']['fail_to_pass']} fail -> pass")
+            for m in c["moved_most"][:5]:
+                lines.append(
+                    f"  moved {m['shift']:+.3f}: trace {m['trace_id']} span {m['span_id']} "
+                    f"({m['span_name']}): {_score(m['baseline'])} -> {_score(m['side'])}")
+        if not self.passed:
+            lines.append("FAILED: no turn was scored by every side")
+        return "\n".join(lines)
+
+
+def _score(outcome: Mapping[str, Any]) -> str:
+    if outcome["status"] != "scored":
+        return outcome["status"]
+    return f"{outcome['score']:.3f}" + (f" {outcome['label']}" if outcome["label"] else "")
+
+
+# -- the run ------------------------------------------------------------------------------------
+
+
+class _Collector:
+    """Receives every side's outcomes (``on_score``), on tracescore's loop thread."""
+
+    def __init__(self, sides: int) -> None:
+        self.sides = sides
+        self.lock = threading.Lock()
+        self.by_trace: dict[int, dict[int, dict[str, Any]]] = {}
+
+    def callback(self, index: int) -> Any:
+        def on_score(event: Any) -> None:
+            with self.lock:
+                turns = self.by_trace.setdefault(event.trace_id, {})
+                turn = turns.get(event.span_id)
+                if turn is None:
+                    turn = turns[event.span_id] = {"span_name": event.span_name,
+                                                   "outcomes": [None] * self.sides}
+                turn["outcomes"][index] = _outcome(event)
+        return on_score
+
+    def take(self, trace_id: int) -> dict[int, dict[str, Any]]:
+        with self.lock:
+            return self.by_trace.pop(trace_id, {})
+
+
+def _outcome(event: Any) -> dict[str, Any]:
+    if event.error_type is not None:
+        status = "error"
+    elif event.score is None:
+        status = "not_scorable"
+    else:
+        status = "scored"
+    # The state file and the report are files on disk: redacted as every writer is.
+    return {"status": status, "score": event.score, "label": event.label,
+            "error_type": event.error_type,
+            "explanation": redact_text(str(event.explanation or "")[:_MAX_EXPLANATION]),
+            "evaluator_version": event.attributes.get(sc.TRACESCORE_EVALUATOR_VERSION)}
+
+
+_MISSING = {"status": "missing", "score": None, "label": None, "error_type": None,
+            "explanation": "this side did not score the turn", "evaluator_version": None}
+
+
+def rescore(
+    spans: Iterable[Any],
+    sides: list[Side],
+    *,
+    source: str,
+    counts: SourceCounts | None = None,
+    on: str = "agent",
+    state_file: str | os.PathLike[str] | None = None,
+    concurrency: int = 4,
+    batch: int = 256,
+    max_open_traces: int = 1_000,
+    max_spans: int = 100_000,
+    complete_on_root: bool = True,
+    progress: bool | None = None,
+    top: int = 20,
+) -> RescoreResult:
+    """Score the turns of stored traces with every side (module docstring).
+
+    Args:
+        spans: ``ReadableSpan``s in the order they were stored (``tracescore._offline.traces``).
+        sides: at least one ``Side``; the first is the baseline.
+        source: what was read, for the report.
+        counts: the source's counters (spans read, records skipped), for the report.
+        on: the span kind every side scores (``agent``, ``llm``, ``retrieval``, ``tool``).
+        state_file: append each scored trace here and skip the traces it holds.
+        concurrency: scoring jobs at once per side. Default 4.
+        batch: spans routed between two flushes (a whole trace is never split). Default 256.
+        max_open_traces: traces waiting for their root at once. Default 1,000.
+        max_spans: spans waiting at once. Default 100,000.
+        complete_on_root: a trace is scored once its root comes (True: spans stored in the
+            order they ended); False: at the end of the input or when pushed out
+            (``TraceAssembler``).
+        progress: progress on stderr (default: a bar on a terminal, elsewhere a line every
+            5 s).
+        top: turns listed as moved most per comparison. Default 20.
+
+    Raises:
+        ConfigurationError: no side, a bad option, a state file of other sides.
+    """
+    if not sides:
+        raise ConfigurationError("rescore needs at least one scorer")
+    for name, value in (("concurrency", concurrency), ("batch", batch), ("top", top)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ConfigurationError(f"rescore {name} must be an int >= 1, got {value!r}")
+    counts = counts if counts is not None else SourceCounts()
+    header = {"tracescore_rescore": _STATE_VERSION, "on": on,
+              "sides": [[s.scorer_id, s.version, s.judge_model, s.threshold] for s in sides]}
+    path = Path(state_file) if state_file is not None else None
+    done = _read_state(path, header) if path is not None else {}
+    assembler = TraceAssembler(max_open_traces, max_spans, complete_on_root)
+    collector = _Collector(len(sides))
+    processors = [_processor(side.scorer, on, side.threshold, concurrency,
+                             collector.callback(i)) for i, side in enumerate(sides)]
+    items: list[dict[str, Any]] = []
+    resumed = 0
+    bar = _progress(progress)
+    started = time.perf_counter()
+    writer = _StateWriter(path, header)
+    pending: list[int] = []
+    routed = 0
+
+    def settle() -> None:
+        nonlocal routed
+        for processor in processors:
+            processor.force_flush(_FLUSH_MILLIS)
+        for trace_id in pending:
+            turns = collector.take(trace_id)
+            trace_items = [
+                {"trace_id": f"{trace_id:032x}", "span_id": f"{span_id:016x}",
+                 "span_name": turn["span_name"],
+                 "outcomes": [o if o is not None else dict(_MISSING) for o in turn["outcomes"]]}
+                for span_id, turn in turns.items()]
+            items.extend(trace_items)
+            writer.write({"trace": f"{trace_id:032x}", "items": trace_items})
+            if bar is not None:
+                bar.update(1)
+        if bar is not None:
+            bar.set_postfix(turns=len(items))
+        pending.clear()
+        routed = 0
+
+    def score(trace: tuple[int, list[Any], str]) -> None:
+        nonlocal resumed, routed
+        trace_id, trace_spans, _ = trace
+        key = f"{trace_id:032x}"
+        if key in done:
+            items.extend(done.pop(key))
+            resumed += 1
+            if bar is not None:
+                bar.update(1)
+            return
+        for span in trace_spans:
+            for processor in processors:
+                processor.route(span, forward=False)
+        pending.append(trace_id)
+        routed += len(trace_spans)
+        if routed >= batch:
+            settle()
+
+    refused = 0
+    try:
+        for span in spans:
+            for trace in assembler.add(span):
+                score(trace)
+        for trace in assembler.finish():
+            score(trace)
+        settle()
+    finally:
+        writer.close()
+        for processor in processors:
+            refused += processor.stats.skipped_queue_full + processor.stats.skipped_held_full
+            processor.shutdown(1000)
+        if bar is not None:
+            bar.close()
+    traces = {"traces": assembler.complete + assembler.incomplete + assembler.evicted,
+              "complete": assembler.complete, "incomplete": assembler.incomplete,
+              "evicted": assembler.evicted, "late_spans": assembler.late_spans,
+              "resumed": resumed, "spans": counts.spans,
+              "skipped_records": counts.skipped_records, "jobs_refused": refused,
+              "first_skipped_record": counts.first_problem,
+              "max_open_traces": max_open_traces, "max_buffered_spans": max_spans}
+    return RescoreResult(sides=list(sides), items=items, source=source, traces=traces, on=on,
+                         seconds=time.perf_counter() - started,
+                         state_file=None if path is None else str(path), top=top)
+
+
+def _processor(scorer: Any, on: str, threshold: float, concurrency: int,
+               on_score: Any) -> Any:
+    """The runtime's scoring processor with one rule (``scorer`` on spans of kind ``on``),
+    exporting nothing, its scores handed to ``on_score``."""
+    from .._processor import ScoringSpanProcessor
+    from .._rules import ScoringRule
+    from .._runtime import RUNTIME
+
+    rule = ScoringRule(scorer=scorer, on=on, threshold=threshold).compile()
+    return ScoringSpanProcessor(
+        None, [rule], score_timeout=3600.0, max_concurrency=concurrency,
+        max_queue_size=100_000, flush_timeout=60.0, on_score=on_score,
+        readers=RUNTIME.readers)
+
+
+def _progress(progress: bool | None) -> Any:
+    from .._progress import progress_bar
+
+    return progress_bar(progress, None, "rescore")
+
+
+def _read_state(path: Path, header: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
+    """The traces an earlier run finished (a trace where a side failed is scored again).
+
+    Raises:
+        ConfigurationError: the file was written for other sides or another kind, or is not a
+            rescore state file.
+    """
+    if not path.exists():
+        return {}
+    done: dict[str, list[dict[str, Any]]] = {}
+    try:
+        with path.open("rb") as fh:
+            for line_no, raw in enumerate(fh, start=1):
+                try:
+                    record = json.loads(raw.decode("utf-8"))
+                except (UnicodeDecodeError, ValueError, RecursionError):
+                    continue  # a line cut by the interruption: that trace is scored again
+                if not isinstance(record, dict):
+                    raise ConfigurationError(f"state file {path} line {line_no}: not a rescore "
+                                             "record (use another file, or delete it)")
+                if "tracescore_rescore" in record:
+                    theirs = {k: record.get(k) for k in ("on", "sides")}
+                    ours = {k: header[k] for k in ("on", "sides")}
+                    if theirs != ours:
+                        raise ConfigurationError(
+                            f"state file {path} was written for other scorers or another span "
+                            f"kind ({theirs}), not {ours}: use another file (or delete it)")
+                    continue
+                trace, trace_items = record.get("trace"), record.get("items")
+                if not isinstance(trace, str) or not isinstance(trace_items, list):
+                    raise ConfigurationError(f"state file {path} line {line_no}: not a rescore "
+                                             "record (use another file, or delete it)")
+                failed = any(o.get("status") == "error" for item in trace_items
+                             for o in item.get("outcomes", ()))
+                if failed:
+                    done.pop(trace, None)
+                else:
+                    done[trace] = trace_items
+    except OSError as exc:
+        raise ConfigurationError(f"state file {path}: cannot read it ({exc})") from None
+    return done
+
+
+class _StateWriter:
+    def __init__(self, path: Path | None, header: dict[str, Any]) -> None:
+        self._fh = None
+        if path is not None:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            new = not path.exists() or path.stat().st_size == 0
+            self._fh = path.open("a", encoding="utf-8")
+            if new:
+                self.write(header)
+
+    def write(self, record: Mapping[str, Any]) -> None:
+        if self._fh is not None:
+            self._fh.write(json.dumps(record, ensure_ascii=False) + "\n")
+            self._fh.flush()  # an interruption loses at most the batch in flight
+
+    def close(self) -> None:
+        if self._fh is not None:
+            self._fh.close()
