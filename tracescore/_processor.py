@@ -174,6 +174,10 @@ class ScoringSpanProcessor(SpanProcessor):
         self._stats.spans_held = len(self._held)
         if self._buffer is not None:
             self._stats.trace_buffer_evictions = sum(self._buffer.evictions.values())
+        spool = getattr(self._downstream, "spool", None)
+        refused = getattr(spool, "refused", None)
+        if isinstance(refused, dict):
+            self._stats.spool_refused = dict(refused)
         return self._stats
 
     def pending_jobs(self) -> int:

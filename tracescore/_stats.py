@@ -21,6 +21,15 @@ def _nothing_unsent() -> dict[str, int]:
     return dict.fromkeys(NOT_SENT_KINDS, 0)
 
 
+# What the retry spool would not take from a folder left by another process
+# (``Stats.spool_refused`` keys).
+SPOOL_REFUSED_KINDS = ("folders", "files")
+
+
+def _nothing_refused() -> dict[str, int]:
+    return dict.fromkeys(SPOOL_REFUSED_KINDS, 0)
+
+
 @dataclass
 class Stats:
     """Counters of one configured tracescore instance since ``configure()``.
@@ -57,6 +66,11 @@ class Stats:
             (data points of tracescore's own metrics exports that failed or were cut off),
             ``annotations`` (Phoenix annotations dropped or failed). Every key is always
             present; 0 where tracescore owns no such destination.
+        spool_refused: what the retry spool would not adopt from the spool folders of
+            processes that ended on the same directory: ``folders`` (left alone: not owned by
+            this user or not mode 0700) and ``files`` (dropped unread: larger than a batch can
+            be, not a regular file of this user, or not decodable, so their spans are unknown
+            and not in ``spans_dropped``). Both keys always present.
     """
 
     spans_exported: int = 0
@@ -75,11 +89,13 @@ class Stats:
     jobs_dropped: int = 0
     trace_buffer_evictions: int = 0
     not_sent: dict[str, int] = field(default_factory=_nothing_unsent)
+    spool_refused: dict[str, int] = field(default_factory=_nothing_refused)
 
     def __post_init__(self) -> None:
         # Snapshots are made with Stats(**vars(live)): each gets its own dict.
         self.spans_dropped = {**_no_drops(), **self.spans_dropped}
         self.not_sent = {**_nothing_unsent(), **self.not_sent}
+        self.spool_refused = {**_nothing_refused(), **self.spool_refused}
 
     def count_export(self, outcome: str, spans: int) -> None:
         """Add ``spans`` to ``spans_exported`` (``outcome="exported"``) or to the drop cause

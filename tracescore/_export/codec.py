@@ -56,6 +56,23 @@ def inflate(data: bytes, max_size: int) -> bytes:
     return out
 
 
+def count(data: bytes, max_size: int = 64 << 20) -> int:
+    """The number of spans in what ``encode`` wrote, from the decoded request (no span objects
+    are built).
+
+    Raises:
+        The same as ``decode``.
+    """
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+        ExportTraceServiceRequest,
+    )
+
+    request = ExportTraceServiceRequest()
+    request.ParseFromString(inflate(data, max_size))
+    return sum(len(scope_spans.spans) for resource_spans in request.resource_spans
+               for scope_spans in resource_spans.scope_spans)
+
+
 def decode(data: bytes, max_size: int = 64 << 20) -> list[ReadableSpan]:
     """The spans ``encode`` wrote.
 

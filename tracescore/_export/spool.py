@@ -6,7 +6,9 @@ processor's ``scrub``), readable and writable by this user only (0600), in a pri
 (0700) made on the first failure inside ``TRACESCORE_EXPORT_RETRY_DIR`` or the system's
 temporary folder. A file's name says its order, its spans and the bytes it inflates to
 (``000000000042-512-1048576.otlp``): reading it back never inflates more than that (nor more
-than ``max_decoded``), so a damaged or planted file costs no memory before it is dropped.
+than ``max_decoded``), so a damaged or planted file costs no memory before it is dropped. The
+span count in the name is a hint for this process's own files only: an adopted file's spans are
+counted from its decoded contents.
 
 The spool is bounded twice: by the bytes its files take (past the bound the oldest batches go
 first, so what is kept is the most recent, unbroken stretch) and by age (a batch older than the
@@ -22,7 +24,18 @@ its batches are adopted (moved into this spool's folder, oldest first by their f
 ahead of anything of this process), those past the age bound dropped and counted, and the folder
 removed. A folder whose lock is held is never touched. Folders of earlier versions (no
 ``.locked`` suffix, no lock held) are adopted only when the process id in their name is not
-alive. ``close()`` (shutdown) removes this process's folder, whatever it still holds (counted as
+alive.
+
+What is adopted is trusted no further than its owner: a folder is adopted only when it is a
+real folder (not a symbolic link) owned by this process's user with mode 0700, checked on the
+opened folder itself; any other is left alone, counted (``Stats.spool_refused["folders"]``) and
+logged once per process. Inside it, only regular files of this user with one link are taken; a
+file larger than a batch can be (``max_decoded``, or the byte bound) is dropped alone, unread,
+and counted (``Stats.spool_refused["files"]``), as is a file that does not decode. The spans of
+an adopted file are counted from its decoded contents, never from its name, whether it is
+replayed or dropped (past the age bound, beyond the byte bound, at shutdown).
+
+``close()`` (shutdown) removes this process's folder, whatever it still holds (counted as
 dropped at shutdown by the export processor).
 """
 
@@ -34,6 +47,7 @@ import logging
 import os
 import re
 import shutil
+import stat
 import tempfile
 import threading
 import time
@@ -63,12 +77,15 @@ LOCKED_SUFFIX = ".locked"
 MAX_DECODED = 64 << 20
 _FILE = re.compile(r"(\d{12})(?:-(\d+)-(\d+))?\.otlp\Z")
 _FOLDER_PID = re.compile(re.escape(PREFIX) + r"(\d+)-")
+# Folders refused already reported, by (device, inode): one warning per folder and process.
+_REFUSED_LOGGED: set[tuple[int, int]] = set()
+_REFUSED_LOCK = threading.Lock()
 
 
 @dataclass
 class _Entry:
     path: Path
-    spans: int
+    spans: int | None  # None: adopted, not decoded yet
     size: int
     created: float  # time.monotonic()
     raw: int  # bytes it inflates to (MAX_DECODED when unknown)
@@ -101,9 +118,13 @@ class Spool:
         self.bytes = 0
         self.spans = 0
         self._last_log = -_LOG_INTERVAL
-        #: Spans adopted from spools of processes that are gone, and spans of theirs dropped.
+        #: Batches adopted from spools of processes that are gone, and spans of theirs dropped
+        #: (counted as they are decoded).
         self.adopted = 0
         self.adopted_dropped = 0
+        #: Spool folders left alone (not this user's, not 0700) and files dropped unread
+        #: (larger than a batch can be, not regular, damaged).
+        self.refused = {"folders": 0, "files": 0}
         self._dropped_pending = 0
         if adopt:
             try:
@@ -122,10 +143,14 @@ class Spool:
         return self._dir
 
     def take_dropped(self) -> int:
-        """Spans dropped outside ``append``/``head`` (batches of processes that are gone, past
-        the age bound or unreadable) not yet reported; reported once."""
+        """Spans dropped outside ``append``/``head`` not yet reported (reported once), after
+        dropping the batches past the age bound and the oldest beyond the byte bound (adopted
+        batches are counted here, decoded, on the caller's thread: the export thread)."""
+        dropped = self.expire()
         with self._lock:
-            dropped, self._dropped_pending = self._dropped_pending, 0
+            while self._entries and self.bytes > self.max_bytes:
+                dropped += self._remove(self._entries.popleft())
+            dropped, self._dropped_pending = dropped + self._dropped_pending, 0
             return dropped
 
     def append(self, spans: Sequence[ReadableSpan]) -> int:
@@ -172,11 +197,19 @@ class Spool:
                     continue
                 try:
                     data = _read_private(entry.path, entry.size)
-                    return codec.decode(data, min(entry.raw, self.max_decoded)), dropped
+                    spans = codec.decode(data, min(entry.raw, self.max_decoded))
                 except Exception:
-                    self._log("tracescore could not read back %d spans from %s; they are lost",
-                              entry.spans, entry.path)
+                    self._log("tracescore could not read back the batch in %s; it is lost",
+                              entry.path)
+                    if entry.spans is None:
+                        self.refused["files"] += 1
+                        entry.spans = 0  # nothing decoded: no spans known
                     dropped += self._remove(self._entries.popleft())
+                    continue
+                if entry.spans is None:
+                    entry.spans = len(spans)
+                    self.spans += len(spans)
+                return spans, dropped
             return None, dropped
 
     def pop(self) -> None:
@@ -254,58 +287,71 @@ class Spool:
         base = self._base_dir()
         if fcntl is None or not os.path.isdir(base):
             return
-        found: list[tuple[float, str, int, Path, int, int, int]] = []
+        found: list[tuple[float, str, int, str, int, int, int]] = []
         held: list[tuple[str, int]] = []
+        refused: list[str] = []
+        too_big = 0
+        # A batch file is never larger than what it inflates to, plus zlib's few bytes of
+        # framing per 16 KiB block; nor than the byte bound.
+        max_file = min(self.max_bytes, self.max_decoded + (self.max_decoded >> 10) + 64)
         try:
             for item in os.scandir(base):
                 if not item.name.startswith(PREFIX) or not item.is_dir(follow_symlinks=False):
                     continue
                 fd = _try_lock(item.path, item.name)
                 if fd is None:
-                    continue  # a live process's folder
+                    continue  # a live process's folder (or gone already)
+                if not _private(os.fstat(fd)):
+                    # Checked on the opened folder itself: renaming another folder into its
+                    # place after the check changes nothing read below.
+                    refused.append(item.path)
+                    _note_refused(os.fstat(fd), item.path)
+                    os.close(fd)
+                    continue
                 held.append((item.path, fd))
-                for f in os.scandir(item.path):
+                for f in os.scandir(fd):
                     match = _FILE.match(f.name)
-                    if match is None or not f.is_file(follow_symlinks=False):
+                    if match is None:
                         continue
-                    stat = f.stat(follow_symlinks=False)
-                    spans = int(match.group(2)) if match.group(2) else 0
+                    st = os.stat(f.name, dir_fd=fd, follow_symlinks=False)
+                    if not (stat.S_ISREG(st.st_mode) and st.st_uid == os.geteuid()
+                            and st.st_nlink == 1):
+                        self.refused["files"] += 1
+                        continue  # left to be removed with the folder, unread
+                    if st.st_size > max_file:
+                        self.refused["files"] += 1
+                        too_big += 1
+                        continue
                     raw = int(match.group(3)) if match.group(3) else self.max_decoded
-                    found.append((stat.st_mtime, item.name, int(match.group(1)), Path(f.path),
-                                  spans, stat.st_size, raw))
+                    found.append((st.st_mtime, item.name, int(match.group(1)), f.name,
+                                  len(held) - 1, st.st_size, raw))
+            self.refused["folders"] += len(refused)
             if not held:
                 return
             found.sort(key=lambda x: (x[0], x[1], x[2]))
             now_wall, now = time.time(), time.monotonic()
-            adopted = dropped = 0
+            lost = 0
             with self._lock:
-                for mtime, _, _, path, spans, size, raw in found:
+                for mtime, _, _, name, folder, size, raw in found:
                     age = max(0.0, now_wall - mtime)
-                    if age > self.max_age:
-                        dropped += spans
-                        continue
                     try:
-                        target = self._folder() / f"{self._seq:012d}-{spans}-{raw}.otlp"
-                        os.rename(path, target)
+                        target = self._folder() / f"{self._seq:012d}-0-{raw}.otlp"
+                        os.rename(name, target, src_dir_fd=held[folder][1])
                     except OSError:
-                        dropped += spans
+                        lost += 1
                         continue
                     self._seq += 1
-                    self._entries.append(_Entry(target, spans, size, now - age, raw))
+                    # Counted when decoded: replayed (head), or dropped (past the age bound,
+                    # beyond the byte bound, at shutdown).
+                    self._entries.append(_Entry(target, None, size, now - age, raw))
                     self.bytes += size
-                    self.spans += spans
-                    adopted += spans
-                while self._entries and self.bytes > self.max_bytes:
-                    evicted = self._remove(self._entries.popleft())
-                    dropped += evicted
-                    adopted -= evicted
-                self._dropped_pending += dropped
-            self.adopted += adopted
-            self.adopted_dropped += dropped
+                    self.adopted += 1
+                self.refused["files"] += lost
             logger.info("tracescore took over the retry spool of %d process(es) that ended "
-                        "without shutting down, in %s: %d spans to replay, %d dropped (past "
-                        "the age bound, beyond the byte bound or unreadable)",
-                        len(held), base, adopted, dropped)
+                        "without shutting down, in %s: %d batch(es) to replay, %d file(s) "
+                        "dropped unread (larger than a batch can be, not regular files of this "
+                        "user, or not movable)",
+                        len(held), base, self.adopted, too_big + lost)
         finally:
             for path, fd in held:
                 shutil.rmtree(path, ignore_errors=True)
@@ -313,11 +359,30 @@ class Spool:
                     os.close(fd)
 
     def _remove(self, entry: _Entry) -> int:
+        """Forget ``entry`` and delete its file; returns its spans (an adopted file's counted
+        from its decoded contents first). Holds ``_lock``."""
         self.bytes -= entry.size
-        self.spans -= entry.spans
+        if entry.spans is None:
+            spans = self._count(entry)
+            self.adopted_dropped += spans
+        else:
+            spans = entry.spans
+            self.spans -= spans
         with contextlib.suppress(OSError):
             entry.path.unlink()
-        return entry.spans
+        return spans
+
+    def _count(self, entry: _Entry) -> int:
+        """The spans in an adopted file, decoded (within its size and ``max_decoded``); 0 and
+        counted as refused when it does not decode."""
+        try:
+            data = _read_private(entry.path, entry.size)
+            return codec.count(data, min(entry.raw, self.max_decoded))
+        except Exception:
+            self.refused["files"] += 1
+            self._log("tracescore dropped %s from an adopted retry spool: it does not decode",
+                      entry.path)
+            return 0
 
     def _log(self, message: str, *args: object) -> None:
         now = time.monotonic()
@@ -379,6 +444,25 @@ def _try_lock(path: str, name: str) -> int | None:
             os.close(fd)
             return None
     return fd
+
+
+def _private(st: os.stat_result) -> bool:
+    """A folder only this process's user can enter: a real folder of this user, mode 0700."""
+    return (stat.S_ISDIR(st.st_mode) and st.st_uid == os.geteuid()
+            and stat.S_IMODE(st.st_mode) == 0o700)
+
+
+def _note_refused(st: os.stat_result, path: str) -> None:
+    """Warn once per process about a spool folder left alone."""
+    key = (st.st_dev, st.st_ino)
+    with _REFUSED_LOCK:
+        if key in _REFUSED_LOGGED:
+            return
+        _REFUSED_LOGGED.add(key)
+    logger.warning("tracescore left the retry spool folder %s alone: it is not a private "
+                   "folder of this user (owner uid %d, mode %o; adopted only when owned by uid "
+                   "%d with mode 700). Its batches are not replayed and it is not removed.",
+                   path, st.st_uid, stat.S_IMODE(st.st_mode), os.geteuid())
 
 
 def _alive(pid: int) -> bool:
