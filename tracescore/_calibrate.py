@@ -504,7 +504,8 @@ class _StateWriter:
         if path is not None:
             path.parent.mkdir(parents=True, exist_ok=True)
             new = not path.exists() or path.stat().st_size == 0
-            self._fh = path.open("a", encoding="utf-8")
+            # A lone surrogate in an id is written as its JSON escape: it reads back the same.
+            self._fh = path.open("a", encoding="utf-8", errors="backslashreplace")
             if new:
                 self.write(header)
 

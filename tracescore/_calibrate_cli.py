@@ -11,7 +11,6 @@ from __future__ import annotations
 import argparse
 import sys
 import traceback
-from pathlib import Path
 from typing import Any
 
 from ._cli_judge import add_judge_options, judge_from_args
@@ -81,14 +80,16 @@ def run_calibrate(args: argparse.Namespace) -> int:
     """Run ``tracescore calibrate``; return the exit code."""
     from ._calibrate import calibrate
     from ._calibrate_report import write_html, write_junit, write_report
+    from ._cli_paths import check_outputs, write_output
     from ._cli_scorers import UsageError, parse_scorer
     from ._errors import ConfigurationError
 
     try:
         scorer_id, threshold = parse_scorer(args.scorer)
-        for path in (args.report, args.junit, args.html):
-            if path:
-                Path(path).parent.mkdir(parents=True, exist_ok=True)
+        # Before the run: no output overwrites an input or another output, each is writable.
+        check_outputs([("DATA", args.data), *(("--feedback", f) for f in args.feedback)],
+                      [("--state", args.state), ("--report", args.report),
+                       ("--junit", args.junit), ("--html", args.html)])
         if args.feedback or args.phoenix_url:
             if args.data:
                 raise UsageError("give DATA or --feedback/--phoenix-url, not both")
@@ -122,13 +123,14 @@ def run_calibrate(args: argparse.Namespace) -> int:
               f"{traceback.format_exc().rstrip()}", file=sys.stderr)
         return EXIT_USAGE
     print(result.table())
-    if args.report:
-        write_report(result, args.report)
-        print(f"report: {args.report}")
-    if args.junit:
-        write_junit(result, args.junit)
-        print(f"junit: {args.junit}")
-    if args.html:
-        write_html(result, args.html)
-        print(f"html: {args.html}")
+    for option, path, write, label in (("--report", args.report, write_report, "report"),
+                                       ("--junit", args.junit, write_junit, "junit"),
+                                       ("--html", args.html, write_html, "html")):
+        if path:
+            try:
+                write_output(option, path, write, result)
+            except UsageError as exc:
+                print(f"tracescore calibrate: error: {exc}", file=sys.stderr)
+                return EXIT_USAGE
+            print(f"{label}: {path}")
     return EXIT_PASSED if result.passed else EXIT_FAILED

@@ -4,7 +4,8 @@
 
 JUnit: one ``<testsuite>`` per run, with a ``<testcase>`` named ``agreement`` (a ``<failure>``
 when ``--min-accuracy``/``--min-kappa`` is missed or nothing was scored) and one named
-``judge`` (a ``<failure>`` listing the items whose scoring failed).
+``judge`` (a ``<failure>`` listing the items whose scoring failed). Characters XML 1.0 forbids
+(in item ids, judge errors) are written as visible escapes (``_evals_report.junit_text``).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 from ._calibrate import CalibrationResult
+from ._evals_report import junit_text
 
 __all__ = ["to_junit_xml", "write_html", "write_junit", "write_report"]
 
@@ -21,9 +23,10 @@ _MAX_LISTED_ITEMS = 50
 
 
 def write_report(result: CalibrationResult, path: str | Path) -> None:
-    """Write ``result.to_dict()`` as indented UTF-8 JSON to ``path``."""
+    """Write ``result.to_dict()`` as indented UTF-8 JSON to ``path`` (a lone surrogate as its
+    JSON escape, see ``_evals_report.write_report``)."""
     text = json.dumps(result.to_dict(), ensure_ascii=False, indent=2)
-    Path(path).write_text(text + "\n", encoding="utf-8")
+    Path(path).write_text(text + "\n", encoding="utf-8", errors="backslashreplace")
 
 
 def write_html(result: CalibrationResult, path: str | Path) -> None:
@@ -76,8 +79,7 @@ def to_junit_xml(result: CalibrationResult) -> str:
         element.set("failures", str(failures))
         element.set("errors", "0")
         element.set("time", seconds)
-    ET.indent(suites)
-    return ET.tostring(suites, encoding="unicode", xml_declaration=True) + "\n"
+    return junit_text(suites)
 
 
 def write_junit(result: CalibrationResult, path: str | Path) -> None:

@@ -21,6 +21,7 @@ from typing import Any
 from . import _env
 from ._calibrate_cli import add_calibrate_parser, run_calibrate
 from ._cli_judge import add_judge_options, judge_from_args
+from ._cli_paths import check_outputs, write_output
 from ._cli_rescore import add_rescore_parser, run_rescore
 from ._cli_scorers import UsageError, available_scorers, build_scorer, parse_scorer
 
@@ -204,14 +205,13 @@ def _run_eval(args: argparse.Namespace) -> int:
     if not args.scorer and not args.gate:
         raise UsageError("name at least one --scorer or --gate")
     judge = judge_from_args(args)
-    for option, path in (("--report", args.report), ("--junit", args.junit),
-                         ("--html", args.html)):
-        if path:
-            # Checked before the run: a long evaluation must not end in an unwritable path.
-            try:
-                Path(path).parent.mkdir(parents=True, exist_ok=True)
-            except OSError as exc:
-                raise UsageError(f"{option} {path}: cannot create its directory ({exc})") from None
+    # Checked before the run: a long evaluation must not end in an unwritable path, nor
+    # overwrite its data or its target's source with a report.
+    target_file = args.target.rpartition(":")[0]
+    check_outputs(
+        [("DATA", args.data),
+         ("--target", target_file if target_file.endswith(".py") else None)],
+        [("--report", args.report), ("--junit", args.junit), ("--html", args.html)])
 
     try:
         target = load_target(args.target)
@@ -274,15 +274,12 @@ def _run_eval(args: argparse.Namespace) -> int:
             _config.force_flush()
 
     print(result.table())
-    if args.report:
-        write_report(result, args.report)
-        print(f"report: {args.report}")
-    if args.junit:
-        write_junit(result, args.junit)
-        print(f"junit: {args.junit}")
-    if args.html:
-        write_html(result, args.html)
-        print(f"html: {args.html}")
+    for option, path, write, label in (("--report", args.report, write_report, "report"),
+                                       ("--junit", args.junit, write_junit, "junit"),
+                                       ("--html", args.html, write_html, "html")):
+        if path:
+            write_output(option, path, write, result)
+            print(f"{label}: {path}")
     if result.verdict == "failed" or (result.verdict == "scored" and args.fail_on_scored):
         return EXIT_FAILED
     return EXIT_PASSED

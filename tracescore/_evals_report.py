@@ -7,12 +7,16 @@ The plain-text table and the JSON-ready dict are the result's own renderings, de
 JUnit XML follows the shape CI systems read (Jenkins, GitLab, GitHub test reporters): one
 ``<testsuite>`` per run, one ``<testcase>`` per scorer (``gate <id>`` for gates) plus one named
 ``target`` for the target's own errors, and a ``<failure>`` element on each case that did not
-meet its requirement.
+meet its requirement. Every text and attribute is made valid XML 1.0 first (``xml_safe``): the
+characters XML forbids (control characters such as ANSI escapes and NUL, lone surrogates,
+U+FFFE/U+FFFF), which an item id or an exception message may hold, are written as visible
+escapes (``\x1b``, ``\x00``, ``\udc80``), so the file always parses.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -25,18 +29,49 @@ from ._evals_results import (
     result_to_dict,
 )
 
-__all__ = ["format_table", "result_to_dict", "to_junit_xml", "write_html", "write_junit",
-           "write_report"]
+__all__ = ["format_table", "junit_text", "result_to_dict", "to_junit_xml", "write_html",
+           "write_junit", "write_report", "xml_safe"]
 
 # Failure texts list at most this many items, so one broken run cannot write megabytes of XML.
 _MAX_LISTED_ITEMS = 50
 _MAX_MESSAGE_CHARS = 300
 
 
+# What XML 1.0 allows (its ``Char`` production), negated.
+_NOT_XML = re.compile("[^\t\n\r\u0020-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+
+
+def _escape(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+def xml_safe(text: str) -> str:
+    """``text`` with every character XML 1.0 forbids written as a visible escape (``\x1b``,
+    ``\x00``, ``\udc80``); anything else unchanged."""
+    return _NOT_XML.sub(_escape, text)
+
+
+def junit_text(root: ET.Element) -> str:
+    """``root`` as an indented XML document (a string with an XML declaration), every text,
+    tail, attribute name and value passed through ``xml_safe`` first."""
+    for element in root.iter():
+        if element.text:
+            element.text = xml_safe(element.text)
+        if element.tail:
+            element.tail = xml_safe(element.tail)
+        for key, value in list(element.attrib.items()):
+            element.attrib[key] = xml_safe(value)
+    ET.indent(root)
+    return ET.tostring(root, encoding="unicode", xml_declaration=True) + "\n"
+
+
 def write_report(result: EvalResult, path: str | Path) -> None:
-    """Write ``result_to_dict(result)`` as indented UTF-8 JSON to ``path``."""
+    """Write ``result_to_dict(result)`` as indented UTF-8 JSON to ``path``. A lone surrogate
+    (a text that was not valid Unicode, e.g. an id given as ``"\\udc80"`` in a JSON file) is
+    written as its JSON escape, so it reads back unchanged."""
     text = json.dumps(result_to_dict(result), ensure_ascii=False, indent=2)
-    Path(path).write_text(text + "\n", encoding="utf-8")
+    Path(path).write_text(text + "\n", encoding="utf-8", errors="backslashreplace")
 
 
 def write_html(result: EvalResult, path: str | Path) -> None:
@@ -138,8 +173,7 @@ def to_junit_xml(result: EvalResult) -> str:
     suites.set("failures", str(failures))
     suites.set("errors", "0")
     suites.set("time", duration)
-    ET.indent(suites)
-    return ET.tostring(suites, encoding="unicode", xml_declaration=True) + "\n"
+    return junit_text(suites)
 
 
 def write_junit(result: EvalResult, path: str | Path) -> None:

@@ -273,5 +273,5 @@ def rescore_html(report: dict[str, Any]) -> str:
 
 
 def write_html(html: str, path: str | Path) -> None:
-    """Write a rendered page to ``path`` (UTF-8)."""
-    Path(path).write_text(html, encoding="utf-8")
+    """Write a rendered page to ``path`` (UTF-8; a lone surrogate shows as ``\\udc80``)."""
+    Path(path).write_text(html, encoding="utf-8", errors="backslashreplace")
