@@ -98,11 +98,13 @@ def start_grpc(intake: Intake, recv: Receivers, *, credentials: Any = None,
 
         def export(raw: bytes, context: Any) -> bytes:
             if token_check is not None:
-                metadata = dict(context.invocation_metadata())
-                if not token_check(metadata.get("authorization")):
+                # Every entry counts, not the last (what dict() of the metadata would keep).
+                values = [value for key, value in context.invocation_metadata()
+                          if key.lower() == "authorization"]
+                refusal = token_check.refusal(values)
+                if refusal is not None:
                     _abort(context, intake.refuse(UNAUTHENTICATED, "unauthenticated", signal,
-                                                  _peer(context),
-                                                  "missing or wrong bearer token"))
+                                                  _peer(context), refusal))
             # grpcio has already inflated a compressed message (within the size bound).
             outcome = take(raw, "", _peer(context))
             if outcome.code != OK:

@@ -265,20 +265,27 @@ class HttpServer:
         if signal is not None and self.intake is not None:
             if request.method != "POST":
                 return web.Response(status=405, text="POST only\n", headers={"Allow": "POST"})
-            if self.token_check is not None and not self.token_check(
-                    request.headers.get("Authorization")):
+            refusal = self._refusal(request)
+            if refusal is not None:
                 return self._answer(self.intake.refuse(
-                    UNAUTHENTICATED, "unauthenticated", signal, peer,
-                    "missing or wrong bearer token"), close=True,
+                    UNAUTHENTICATED, "unauthenticated", signal, peer, refusal), close=True,
                     extra={"WWW-Authenticate": 'Bearer realm="tracescore"'})
             return await self._otlp(request, signal, peer)
         if path in _ADMIN_PATHS and self.admin and request.method in ("GET", "HEAD"):
-            if self.token_check is not None and not self.token_check(
-                    request.headers.get("Authorization")):
-                return web.Response(status=401, text="missing or wrong bearer token\n",
+            refusal = self._refusal(request)
+            if refusal is not None:
+                return web.Response(status=401, text=refusal + "\n",
                                     headers={"WWW-Authenticate": 'Bearer realm="tracescore"'})
             return self._admin(path)
         return web.Response(status=404, text="not found\n")
+
+    def _refusal(self, request: Any) -> str | None:
+        """Why the request's credentials are refused (every ``Authorization`` header counts,
+        not the first); None when let in or when no token is configured."""
+        if self.token_check is None:
+            return None
+        values = request.headers.getall("Authorization", [])
+        return self.token_check.refusal(values)  # type: ignore[no-any-return]
 
     async def _otlp(self, request: Any, signal: str, peer: str) -> Any:
         assert self.intake is not None

@@ -4,16 +4,25 @@ The token is checked as the Collector's ``bearertokenauth`` extension sends it: 
 ``authorization: Bearer <token>`` header (gRPC metadata or HTTP), compared in constant time
 (``hmac.compare_digest``), so the time a refusal takes says nothing about the token. The token
 never appears in a log line or an error message.
+
+A request carries exactly one credential or it is refused: two ``Authorization`` headers on
+HTTP, or two ``authorization`` metadata entries on gRPC, are refused the same way on both
+protocols (401 / ``UNAUTHENTICATED``) whatever their order and whether either is right, so no
+proxy or client library that keeps the first or the last of them can decide what is checked.
 """
 
 from __future__ import annotations
 
 import hmac
 import ssl
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from .config import Auth, ServeConfigError, Tls
+
+MISSING_OR_WRONG = "missing or wrong bearer token"
+REPEATED = "more than one authorization credential: send exactly one bearer token"
 
 
 class TokenCheck:
@@ -49,6 +58,16 @@ class TokenCheck:
         # Compared whatever the scheme, so a wrong scheme takes as long as a wrong token.
         same = hmac.compare_digest(given.strip().encode("utf-8", "replace"), self._expected)
         return same and scheme.lower() == "bearer"
+
+    def refusal(self, values: Sequence[str]) -> str | None:
+        """Why a request whose ``authorization`` headers (HTTP) or metadata entries (gRPC) are
+        ``values``, in the order received, is refused; None when it is let in: exactly one
+        value, ``Bearer`` and the token. Every value is compared, so a refusal takes as long
+        whichever of several values is right."""
+        results = [self(value) for value in values]
+        if len(values) > 1:
+            return REPEATED
+        return None if results == [True] else MISSING_OR_WRONG
 
 
 def _read(path: str, field: str) -> bytes:
