@@ -523,7 +523,7 @@ def configure(
         flush_seconds = _env.flush_timeout()
     else:
         _options.check_positive("configure", "flush_timeout", flush_timeout)
-        flush_seconds = float(flush_timeout)
+        flush_seconds = float(_options.bounded("configure", "flush_timeout", flush_timeout))
     default_judge = _resolve_judge(judge)
     redaction_options: RedactionOptions = groups["redaction"].resolve()
     downstream, description = _build_export(exporter, export_options, redaction_options)

@@ -124,6 +124,36 @@ DEFAULT_EXPORT_RETRY_MAX_AGE = 3_600.0
 
 OTLP_PROTOCOLS = ("http/protobuf", "grpc")
 
+_GIB = 1024 * 1024 * 1024
+_DAY = 86_400.0
+# The largest value each numeric variable takes (docs/configuration.md, "Maxima"). Past it a
+# value warns once and the maximum applies: a number such as 1e23 would otherwise turn a bound
+# off without a word (a memory bound larger than any machine's memory is no bound).
+MAXIMA: dict[str, float] = {
+    TRACESCORE_MAX_CONTENT_LENGTH: 16 * 1024 * 1024,
+    TRACESCORE_SCORE_TIMEOUT: _DAY,
+    TRACESCORE_MAX_CONCURRENCY: 1_024,
+    TRACESCORE_MAX_QUEUE_SIZE: 1_000_000,
+    TRACESCORE_MAX_HELD_SPANS: 1_000_000,
+    TRACESCORE_FLUSH_TIMEOUT: 3_600.0,
+    TRACESCORE_JOB_TIMEOUT: _DAY,
+    TRACESCORE_MAX_SCORING_LENGTH: 16 * 1024 * 1024,
+    TRACESCORE_MAX_SCORING_DOCUMENTS: 10_000,
+    TRACESCORE_MAX_SCORING_DOCUMENT_LENGTH: 16 * 1024 * 1024,
+    TRACESCORE_JUDGE_MAX_REPLY_LENGTH: 16 * 1024 * 1024,
+    TRACESCORE_JUDGE_MAX_CONCURRENCY: 1_024,
+    TRACESCORE_EXPORT_FILE_MAX_BYTES: 64 * _GIB,
+    TRACESCORE_EXPORT_FILE_BACKUP_COUNT: 1_000,
+    OTEL_BSP_MAX_QUEUE_SIZE: 10_000_000,
+    OTEL_BSP_MAX_EXPORT_BATCH_SIZE: 100_000,
+    OTEL_BSP_SCHEDULE_DELAY: 3_600_000.0,  # milliseconds: one hour
+    TRACESCORE_EXPORT_QUEUE_BYTES: 16 * _GIB,
+    # The retry spool reads a batch back only up to 64 MiB (tracescore._export.spool).
+    TRACESCORE_EXPORT_BATCH_BYTES: 64 * 1024 * 1024,
+    TRACESCORE_EXPORT_RETRY_MAX_BYTES: 1024 * _GIB,
+    TRACESCORE_EXPORT_RETRY_MAX_AGE: 7 * _DAY,
+}
+
 _TRUE = frozenset({"1", "true", "yes", "on"})
 _FALSE = frozenset({"0", "false", "no", "off"})
 # The GenAI semantic conventions' content-capturing modes; tracescore only has "on the span or
@@ -153,6 +183,31 @@ def _warn(name: str, raw: str, expected: str, default: object) -> None:
     logger.warning(
         "tracescore: ignoring %s=%r (expected %s); using %r", name, raw, expected, default
     )
+
+
+def clamp(name: str, value: float, maximum: float, shown: str | None = None) -> float:
+    """``value``, or ``maximum`` with a warning (once per setting and value) when it is past
+    it; an ``int`` stays an ``int``.
+
+    Args:
+        name: how the user wrote the setting (a variable, ``ExportOptions(queue_bytes=...)``,
+            ``receivers.max_request_bytes``), for the warning.
+        value: the value given, already checked to be a positive finite number.
+        maximum: the largest value the setting takes (``MAXIMA``).
+        shown: how the warning writes the value given (default: its ``repr``).
+    """
+    if value <= maximum:
+        return value
+    bounded = int(maximum) if isinstance(value, int) else float(maximum)
+    shown = repr(value) if shown is None else shown
+    with _warned_lock:
+        key = (name, f"max:{shown}")
+        first = key not in _warned
+        _warned.add(key)
+    if first:
+        logger.warning("tracescore: %s is %s, past the largest value it takes; using %r "
+                       "(docs/configuration.md, Maxima)", name, shown, bounded)
+    return bounded
 
 
 # --- Parsers -----------------------------------------------------------------------------------
@@ -205,7 +260,8 @@ def read_positive(name: str, default: float, *, integer: bool = False) -> float:
             an ``int``.
 
     Returns:
-        The parsed value (an ``int`` with ``integer=True``), or ``default``.
+        The parsed value (an ``int`` with ``integer=True``), or ``default``; a value past the
+        variable's maximum (``MAXIMA``) is that maximum, with a warning.
     """
     raw = _raw(name)
     if not raw:
@@ -217,7 +273,9 @@ def read_positive(name: str, default: float, *, integer: bool = False) -> float:
     if not (math.isfinite(value) and value > 0 and (not integer or value == int(value))):
         _warn(name, raw, "a positive integer" if integer else "a positive number", default)
         return default
-    return int(value) if integer else value
+    number = int(value) if integer else value
+    maximum = MAXIMA.get(name)
+    return clamp(name, number, maximum) if maximum is not None else number
 
 
 def read_enum(name: str, choices: tuple[str, ...], default: str) -> str:
@@ -378,8 +436,14 @@ def judge_max_concurrency() -> int | None:
     raw = _raw(TRACESCORE_JUDGE_MAX_CONCURRENCY)
     if not raw or raw.lower() == "auto":
         return None
-    if raw.isdigit():
-        return int(raw)
+    # ASCII digits only: str.isdigit() also holds for "²", which int() refuses. A number too
+    # long for int() (4,300 digits) is past the maximum whatever it is.
+    if raw.isascii() and raw.isdigit():
+        maximum = MAXIMA[TRACESCORE_JUDGE_MAX_CONCURRENCY]
+        if len(raw) > 18:
+            return int(clamp(TRACESCORE_JUDGE_MAX_CONCURRENCY, int(maximum) + 1, maximum,
+                             f"a number of {len(raw)} digits"))
+        return int(clamp(TRACESCORE_JUDGE_MAX_CONCURRENCY, int(raw), maximum))
     _warn(TRACESCORE_JUDGE_MAX_CONCURRENCY, raw, "an integer >= 0 or auto", "auto")
     return None
 

@@ -96,9 +96,11 @@ class FileSpanExporter(SpanExporter):
     ) -> None:
         chosen = path or _env.export_file()
         self.path = Path(chosen)
-        self.max_bytes = _positive_int("max_bytes", max_bytes, _env.export_file_max_bytes)
+        self.max_bytes = _positive_int("max_bytes", max_bytes, _env.export_file_max_bytes,
+                                       _env.MAXIMA[_env.TRACESCORE_EXPORT_FILE_MAX_BYTES])
         self.backup_count = _positive_int(
-            "backup_count", backup_count, _env.export_file_backup_count
+            "backup_count", backup_count, _env.export_file_backup_count,
+            _env.MAXIMA[_env.TRACESCORE_EXPORT_FILE_BACKUP_COUNT],
         )
         self._rotator: logging.handlers.RotatingFileHandler | None = None
         self._lock = threading.Lock()
@@ -154,13 +156,14 @@ class FileSpanExporter(SpanExporter):
         return True
 
 
-def _positive_int(name: str, value: Any, from_env: Any) -> int:
-    """An explicit positive integer, checked; ``None`` takes the environment's (or default)."""
+def _positive_int(name: str, value: Any, from_env: Any, maximum: float) -> int:
+    """An explicit positive integer, checked and clamped to ``maximum`` (with a warning);
+    ``None`` takes the environment's (or default)."""
     if value is None:
         return int(from_env())
     if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
         raise ConfigurationError(f"FileSpanExporter({name}={value!r}) takes a positive integer")
-    return value
+    return int(_env.clamp(f"FileSpanExporter({name}=...)", value, maximum))
 
 
 def exporter_from_env() -> tuple[SpanExporter, str]:

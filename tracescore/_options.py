@@ -42,6 +42,49 @@ def check_positive(group: str, name: str, value: Any, integer: bool = False) -> 
         raise ConfigurationError(f"{group}({name}={value!r}) takes a positive integer")
 
 
+# The largest value of each numeric option: the maximum of its environment variable (the
+# schedule delay in seconds here, milliseconds there). Past it a value warns once and the
+# maximum applies (docs/configuration.md, "Maxima").
+_E = _env.MAXIMA
+MAXIMA: dict[tuple[str, str], float] = {
+    ("ContentOptions", "max_length"): _E[_env.TRACESCORE_MAX_CONTENT_LENGTH],
+    ("LimitsOptions", "score_timeout"): _E[_env.TRACESCORE_SCORE_TIMEOUT],
+    ("LimitsOptions", "job_timeout"): _E[_env.TRACESCORE_JOB_TIMEOUT],
+    ("LimitsOptions", "max_concurrency"): _E[_env.TRACESCORE_MAX_CONCURRENCY],
+    ("LimitsOptions", "max_queue_size"): _E[_env.TRACESCORE_MAX_QUEUE_SIZE],
+    ("LimitsOptions", "max_held_spans"): _E[_env.TRACESCORE_MAX_HELD_SPANS],
+    ("LimitsOptions", "max_scoring_length"): _E[_env.TRACESCORE_MAX_SCORING_LENGTH],
+    ("LimitsOptions", "max_scoring_documents"): _E[_env.TRACESCORE_MAX_SCORING_DOCUMENTS],
+    ("LimitsOptions", "max_scoring_document_length"):
+        _E[_env.TRACESCORE_MAX_SCORING_DOCUMENT_LENGTH],
+    ("ExportOptions", "queue_bytes"): _E[_env.TRACESCORE_EXPORT_QUEUE_BYTES],
+    ("ExportOptions", "max_queue_spans"): _E[_env.OTEL_BSP_MAX_QUEUE_SIZE],
+    ("ExportOptions", "batch_bytes"): _E[_env.TRACESCORE_EXPORT_BATCH_BYTES],
+    ("ExportOptions", "max_batch_spans"): _E[_env.OTEL_BSP_MAX_EXPORT_BATCH_SIZE],
+    ("ExportOptions", "schedule_delay"): _E[_env.OTEL_BSP_SCHEDULE_DELAY] / 1000,
+    ("ExportOptions", "retry_max_bytes"): _E[_env.TRACESCORE_EXPORT_RETRY_MAX_BYTES],
+    ("ExportOptions", "retry_max_age"): _E[_env.TRACESCORE_EXPORT_RETRY_MAX_AGE],
+    ("configure", "flush_timeout"): _E[_env.TRACESCORE_FLUSH_TIMEOUT],
+}
+
+
+def bounded(group: str, name: str, value: Any) -> Any:
+    """``value`` (checked already), or the option's maximum with a warning when past it."""
+    maximum = MAXIMA.get((group, name))
+    if value is None or maximum is None:
+        return value
+    return _env.clamp(f"{group}({name}=...)", value, maximum)
+
+
+def _bound_fields(options: Any) -> None:
+    """Clamp every numeric field of a frozen option group to its maximum, in place."""
+    group = type(options).__name__
+    for field in dataclasses.fields(options):
+        value = getattr(options, field.name)
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            object.__setattr__(options, field.name, bounded(group, field.name, value))
+
+
 def _flag(group: str, name: str, value: Any) -> None:
     if value is not None and not isinstance(value, bool):
         raise ConfigurationError(f"{group}({name}=...) takes True or False")
@@ -65,6 +108,9 @@ class ContentOptions:
         max_length: characters kept per captured value. Default
             ``TRACESCORE_MAX_CONTENT_LENGTH``, else 16384.
 
+    A number past its maximum (docs/configuration.md, "Maxima") warns once and the maximum
+    applies.
+
     Raises:
         ConfigurationError: a value of the wrong type or out of range.
 
@@ -80,6 +126,7 @@ class ContentOptions:
     def __post_init__(self) -> None:
         _flag("ContentOptions", "capture", self.capture)
         check_positive("ContentOptions", "max_length", self.max_length, integer=True)
+        _bound_fields(self)
 
     def resolve(self) -> ContentOptions:
         """Every field filled: the value given, else the environment's, else the default."""
@@ -117,6 +164,9 @@ class LimitsOptions:
         max_scoring_document_length: characters per document (and tool call). Default
             ``TRACESCORE_MAX_SCORING_DOCUMENT_LENGTH``, else 8000.
 
+    A number past its maximum (docs/configuration.md, "Maxima") warns once and the maximum
+    applies.
+
     Raises:
         ConfigurationError: a value is not a positive number (or integer where one is needed).
 
@@ -139,6 +189,7 @@ class LimitsOptions:
         for field in dataclasses.fields(self):
             check_positive("LimitsOptions", field.name, getattr(self, field.name),
                       integer=field.name.startswith("max_"))
+        _bound_fields(self)
 
     def resolve(self) -> LimitsOptions:
         """Every field filled (``max_held_spans`` may stay None: no cap of its own)."""
@@ -183,6 +234,9 @@ class ExportOptions:
         retry_max_age: seconds a failed batch is retried before it is dropped. Default
             ``TRACESCORE_EXPORT_RETRY_MAX_AGE``, else 3600.
 
+    A number past its maximum (docs/configuration.md, "Maxima") warns once and the maximum
+    applies.
+
     Raises:
         ConfigurationError: a value of the wrong type or out of range.
 
@@ -217,6 +271,7 @@ class ExportOptions:
             if not isinstance(self.retry_dir, (str, os.PathLike)):
                 raise ConfigurationError("ExportOptions(retry_dir=...) takes a folder path")
             object.__setattr__(self, "retry_dir", os.fspath(self.retry_dir))
+        _bound_fields(self)
 
     def resolve(self, defaults: dict[str, Any] | None = None) -> ExportOptions:
         """Every field filled; ``defaults`` (e.g. ``SERVE_EXPORT_DEFAULTS``) come before the

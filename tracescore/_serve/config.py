@@ -34,7 +34,7 @@ import re
 import sys
 import warnings
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
@@ -52,8 +52,49 @@ class ServeConfigError(ConfigurationError):
     every problem, one per line."""
 
 
+#: The largest value of each numeric field of the file, by section and field
+#: (docs/configuration.md, "Maxima"); past it a value warns once and the maximum applies. The
+#: ``limits`` and ``export`` sections take the maxima of their option groups.
+SERVE_MAXIMA: dict[str, float] = {
+    # gRPC's own limit is 2 GiB - 1; a request held whole in memory stays well below it.
+    "receivers.max_request_bytes": 1024 * MIB,
+    "receivers.grpc_workers": 1_024,
+    "receivers.header_timeout": 3_600.0,
+    "receivers.body_timeout": 3_600.0,
+    "receivers.idle_timeout": 86_400.0,
+    "receivers.backlog": 65_535,
+    "downstream.timeout": 3_600.0,
+    "trace.idle": 3_600.0,
+    "trace.settle_after_root": 3_600.0,
+    "trace.max_wait": 86_400.0,
+    "trace.max_bytes": 16 * 1024 * MIB,
+    "trace.max_bytes_per_trace": 1024 * MIB,
+    "trace.max_traces": 10_000_000,
+    "backpressure.retry_after": 3_600.0,
+    "fleet.lease_seconds": 3_600.0,
+    "fleet.refresh_interval": 3_600.0,
+    "metrics_interval": 86_400.0,
+    "shutdown_timeout": 86_400.0,
+}
+
+
 class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
+    #: The section's name in the file, for ``SERVE_MAXIMA`` ("" for the top level).
+    _section: ClassVar[str | None] = None
+
+    @model_validator(mode="after")
+    def _bounded(self) -> Any:
+        section = type(self)._section
+        if section is None:
+            return self
+        for name in type(self).model_fields:
+            key = f"{section}.{name}" if section else name
+            maximum = SERVE_MAXIMA.get(key)
+            value = getattr(self, name)
+            if maximum is not None and isinstance(value, (int, float)):
+                object.__setattr__(self, name, _env.clamp(key, value, maximum))
+        return self
 
 
 class Listen(_Model):
@@ -114,6 +155,8 @@ class Receivers(_Model):
     received and decompressed.
     """
 
+    _section: ClassVar[str | None] = "receivers"
+
     grpc: Listen | None = Listen(endpoint="127.0.0.1:4317")
     http: Listen | None = Listen(endpoint="127.0.0.1:4318")
     admin: Listen | None = None
@@ -129,6 +172,8 @@ class Receivers(_Model):
 
 class Downstream(_Model):
     """The OTLP endpoint everything is forwarded to (spans, logs, scores, metrics)."""
+
+    _section: ClassVar[str | None] = "downstream"
 
     endpoint: str
     protocol: Literal["grpc", "http/protobuf"] = "grpc"
@@ -215,6 +260,8 @@ class Trace(_Model):
     """Trace completeness (``settle.TraceSettler``): a scored span whose scorer needs the
     trace's documents or tool calls waits until its trace is complete."""
 
+    _section: ClassVar[str | None] = "trace"
+
     # Above the shipped Collector's longest retry gap (max_interval 2 s, +50 % jitter: 3 s) and
     # a sender's export interval: docs/serve.md, "Completeness and the Collector's retries".
     idle: float = Field(default=6.0, gt=0)
@@ -228,6 +275,8 @@ class Trace(_Model):
 class Backpressure(_Model):
     """When requests are refused with RESOURCE_EXHAUSTED / HTTP 429 (``admission``)."""
 
+    _section: ClassVar[str | None] = "backpressure"
+
     high_water: float = Field(default=0.5, gt=0, le=1)
     retry_after: float = Field(default=1.0, gt=0)
 
@@ -235,6 +284,8 @@ class Backpressure(_Model):
 class Fleet(_Model):
     """Fleet-wide rate limits and budgets (``tracescore._limits_redis``); without
     ``redis_url`` every replica keeps its own."""
+
+    _section: ClassVar[str | None] = "fleet"
 
     redis_url: str | None = None
     key_prefix: str = "tracescore"
@@ -259,6 +310,8 @@ class ServeConfig(_Model):
     a request only once its spans were handed downstream, the scores following on carrier
     spans and log records (a crash loses at most the scores in flight).
     """
+
+    _section: ClassVar[str | None] = ""
 
     service_name: str = "tracescore-serve"
     mode: Literal["hold", "forward_first"] = "hold"
