@@ -148,7 +148,8 @@ def test_eval_refuses_an_output_that_is_the_target_file_or_another_output(
     assert not (workdir / "out.txt").exists()
 
 
-@pytest.mark.parametrize("case", ["folder", "parent is a file", "no permission"])
+@pytest.mark.parametrize("case", ["folder", "parent is a file", "no permission",
+                                  "pipe nobody reads"])
 def test_eval_refuses_an_unwritable_output_before_scoring(workdir: Path, case: str) -> None:
     (workdir / "reports").mkdir()
     (workdir / "afile").write_text("x", encoding="utf-8")
@@ -159,8 +160,9 @@ def test_eval_refuses_an_unwritable_output_before_scoring(workdir: Path, case: s
         if not os.path.isdir("/sys/kernel"):
             pytest.skip("needs a sysfs at /sys as root (or run the tests as another user)")
         locked = Path("/sys")
+    os.mkfifo(workdir / "fifo")
     target = {"folder": "reports", "parent is a file": "afile/report.html",
-              "no permission": str(locked / "report.html")}[case]
+              "no permission": str(locked / "report.html"), "pipe nobody reads": "fifo"}[case]
     code, out, err = _eval(workdir, "--html", target)
     assert code == 2, out + err
     _one_line_error(err, "--html", target)

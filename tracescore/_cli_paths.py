@@ -1,7 +1,7 @@
 """Output paths of the command line, checked before a run: a report never overwrites an input
 (the data, the state file, the target's source), two outputs never name one file, and a path
-that cannot be written (a folder, a parent that is a file, no permission, a read-only disk) is
-refused in one line before anything is scored."""
+that cannot be written (a folder, a parent that is a file, no permission, a read-only disk, a
+named pipe nobody reads) is refused in one line before anything is scored."""
 
 from __future__ import annotations
 
@@ -67,7 +67,10 @@ def check_outputs(inputs: Iterable[tuple[str, str | None]],
                              f"({_reason(exc)})") from None
         existed = os.path.lexists(path)
         try:
-            fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666)
+            # O_NONBLOCK: a named pipe nobody reads is refused (ENXIO) instead of blocking the
+            # command forever; a pipe with a reader (``--report >(jq .)``) opens at once.
+            fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT
+                         | getattr(os, "O_NONBLOCK", 0), 0o666)
         except OSError as exc:
             raise UsageError(f"{option} {path}: cannot write it ({_reason(exc)})") from None
         os.close(fd)
