@@ -207,3 +207,23 @@ def test_calibrate_refuses_an_output_that_is_a_feedback_file(tmp_path: Path) -> 
                           "--report", str(feedback), cwd=tmp_path)
     assert proc.returncode == 2
     _one_line_error(proc.stderr, "--report", "--feedback")
+
+
+@pytest.mark.parametrize("options,words", [
+    (("--report", "hard.jsonl"), ("--report", "FILE")),
+    (("--state", "link.jsonl"), ("--state", "FILE")),
+    (("--report", "out.json", "--html", "./out.json"), ("--html", "--report")),
+    (("--html", "fifo"), ("--html", "cannot write")),
+])
+def test_rescore_refuses_clashing_or_unwritable_outputs_before_the_run(
+        tmp_path: Path, options: tuple[str, ...], words: tuple[str, ...]) -> None:
+    traces = tmp_path / "traces.jsonl"
+    traces.write_text("", encoding="utf-8")
+    os.link(traces, tmp_path / "hard.jsonl")
+    (tmp_path / "link.jsonl").symlink_to(traces)
+    os.mkfifo(tmp_path / "fifo")
+    proc = tracescore_cli("rescore", "traces.jsonl", "--scorer", "completeness",
+                          "--no-progress", *options, cwd=tmp_path)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    _one_line_error(proc.stderr, *words)
+    assert traces.read_text(encoding="utf-8") == ""

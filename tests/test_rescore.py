@@ -387,9 +387,9 @@ def test_one_line_errors_for_what_cannot_run(tmp_path: Path,
          "has no option 'prompt_set'"),
         (["rescore", str(traces), "--scorer", "faithfulness"], "asks an LLM judge"),
         (["rescore", str(traces), "--scorer", "completeness", "--report", str(traces)],
-         "is one of the trace files read"),
+         "is the FILE file"),
         (["rescore", str(traces), "--scorer", "completeness", "--html", str(tmp_path)],
-         "is a directory"),
+         "is a folder"),
     ]
     for argv, message in cases:
         assert main([*argv, "--no-progress"]) == 2, argv

@@ -158,15 +158,14 @@ def build_sides(args: argparse.Namespace) -> list[Any]:
 def run_rescore(args: argparse.Namespace) -> int:
     """Run ``tracescore rescore``; return the exit code."""
     from . import _env
+    from ._cli_paths import check_outputs, write_output
     from ._cli_scorers import UsageError
     from ._errors import ConfigurationError
     from ._offline.rescore import rescore
     from ._offline.traces import SourceCounts, default_files, file_spans, phoenix_spans
 
+    outputs = [("--report", args.report), ("--html", args.html), ("--state", args.state)]
     try:
-        for path in (args.report, args.html):
-            if path and Path(path).is_dir():
-                raise UsageError(f"{path} is a directory, not a file to write")
         sides = build_sides(args)
         counts = SourceCounts()
         if args.phoenix_url:
@@ -180,15 +179,13 @@ def run_rescore(args: argparse.Namespace) -> int:
         else:
             files = ([Path(f) for f in args.files] if args.files
                      else default_files(_env.export_file()))
-            inputs = {p.resolve() for p in files}
-            for path in (args.report, args.html, args.state):
-                if path and Path(path).resolve() in inputs:
-                    raise UsageError(f"{path} is one of the trace files read: write elsewhere")
+            # Before the run: no output is a trace file read (resolved, or the same file on
+            # disk), nor another output, and each can be written.
+            check_outputs([("FILE", str(p)) for p in files], outputs)
             spans = file_spans(files, counts)
             source = ", ".join(str(p) for p in files)
-        for path in (args.report, args.html):
-            if path:
-                Path(path).parent.mkdir(parents=True, exist_ok=True)
+        if args.phoenix_url:
+            check_outputs([], outputs)
         result = rescore(
             spans, sides, source=source, counts=counts, on=args.on, state_file=args.state,
             concurrency=args.concurrency, max_open_traces=args.max_open_traces,
@@ -209,13 +206,20 @@ def run_rescore(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     print(result.table())
     report = result.to_dict()
-    if args.report:
-        Path(args.report).write_text(json.dumps(report, ensure_ascii=False, indent=2) + "\n",
-                                     encoding="utf-8")
-        print(f"report: {args.report}")
-    if args.html:
-        from ._html_report import rescore_html, write_html
+    try:
+        if args.report:
+            # A lone surrogate (text that was not valid Unicode) as its JSON escape.
+            write_output("--report", args.report, lambda r, path: Path(path).write_text(
+                json.dumps(r, ensure_ascii=False, indent=2) + "\n", encoding="utf-8",
+                errors="backslashreplace"), report)
+            print(f"report: {args.report}")
+        if args.html:
+            from ._html_report import rescore_html, write_html
 
-        write_html(rescore_html(report), args.html)
-        print(f"html: {args.html}")
+            write_output("--html", args.html,
+                         lambda r, path: write_html(rescore_html(r), path), report)
+            print(f"html: {args.html}")
+    except UsageError as exc:
+        print(f"tracescore rescore: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
     return EXIT_PASSED if result.passed else EXIT_FAILED
