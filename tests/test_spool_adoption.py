@@ -224,6 +224,28 @@ def test_a_sparse_50_gib_file_is_dropped_alone(tmp_path: Path) -> None:
     assert not folder.exists()
 
 
+def test_a_real_batch_alone_past_the_byte_bound_goes_alone_and_is_counted(
+        tmp_path: Path) -> None:
+    # A bound lowered between two runs: the newest batch alone is larger than it. It is
+    # dropped by itself, its spans counted from what it decodes to; the older batches stay.
+    small = _spooled_batches(tmp_path / "a", 2, "small")
+    big = _spooled_batches(tmp_path / "b", 1, "big", spans=60)
+    folder = _dead_folder(tmp_path / "spool", small)
+    (big_file,) = big
+    target = folder / f"000000000005-{big_file.name[13:]}"
+    shutil.copy2(big_file, target)
+    os.chmod(target, 0o600)
+    later = max(f.stat().st_mtime for f in _files(folder)) + 10
+    os.utime(target, (later, later))
+    bound = sum(f.stat().st_size for f in small) + 16
+    assert target.stat().st_size > bound
+    memory = _replay(tmp_path / "spool", retry_max_bytes=bound)
+    assert _tags(memory) == [("small", i) for i in range(6)]
+    stats = tracescore.stats()
+    assert stats.spans_dropped == {**NO_DROPS, "export_failed": 60}
+    assert stats.spool_refused == NOTHING_REFUSED
+
+
 def test_hard_links_and_foreign_files_in_a_private_folder_are_not_read(tmp_path: Path) -> None:
     batch = _spooled_batches(tmp_path, 3, "mixed")
     folder = _dead_folder(tmp_path / "spool", batch)

@@ -187,7 +187,7 @@ def _warn(name: str, raw: str, expected: str, default: object) -> None:
 
 def clamp(name: str, value: float, maximum: float, shown: str | None = None) -> float:
     """``value``, or ``maximum`` with a warning (once per setting and value) when it is past
-    it; an ``int`` stays an ``int``.
+    it (of the maximum's type).
 
     Args:
         name: how the user wrote the setting (a variable, ``ExportOptions(queue_bytes=...)``,
@@ -198,7 +198,9 @@ def clamp(name: str, value: float, maximum: float, shown: str | None = None) -> 
     """
     if value <= maximum:
         return value
-    bounded = int(maximum) if isinstance(value, int) else float(maximum)
+    # The maximum's type is the setting's: whole numbers for counts and bytes, floats for
+    # seconds (ExportOptions(queue_bytes=1e23) gives an int).
+    bounded = int(maximum) if isinstance(maximum, int) else float(maximum)
     shown = repr(value) if shown is None else shown
     with _warned_lock:
         key = (name, f"max:{shown}")

@@ -30,8 +30,10 @@ What is adopted is trusted no further than its owner: a folder is adopted only w
 real folder (not a symbolic link) owned by this process's user with mode 0700, checked on the
 opened folder itself; any other is left alone, counted (``Stats.spool_refused["folders"]``) and
 logged once per process. Inside it, only regular files of this user with one link are taken; a
-file larger than a batch can be (``max_decoded``, or the byte bound) is dropped alone, unread,
-and counted (``Stats.spool_refused["files"]``), as is a file that does not decode. The spans of
+file larger than a batch can be (``max_decoded`` and zlib's framing) is dropped alone, unread,
+and counted (``Stats.spool_refused["files"]``), as is a file that does not decode; one within
+that but alone past the byte bound is dropped alone too, its spans counted, before it could push
+out older batches. The spans of
 an adopted file are counted from its decoded contents, never from its name, whether it is
 replayed or dropped (past the age bound, beyond the byte bound, at shutdown).
 
@@ -148,6 +150,16 @@ class Spool:
         batches are counted here, decoded, on the caller's thread: the export thread)."""
         dropped = self.expire()
         with self._lock:
+            # A batch alone past the byte bound goes by itself, before it could push out
+            # the batches older than it; then the oldest go until the rest fits.
+            if any(entry.size > self.max_bytes for entry in self._entries):
+                kept: deque[_Entry] = deque()
+                for entry in self._entries:
+                    if entry.size > self.max_bytes:
+                        dropped += self._remove(entry)
+                    else:
+                        kept.append(entry)
+                self._entries = kept
             while self._entries and self.bytes > self.max_bytes:
                 dropped += self._remove(self._entries.popleft())
             dropped, self._dropped_pending = dropped + self._dropped_pending, 0
@@ -292,8 +304,9 @@ class Spool:
         refused: list[str] = []
         too_big = 0
         # A batch file is never larger than what it inflates to, plus zlib's few bytes of
-        # framing per 16 KiB block; nor than the byte bound.
-        max_file = min(self.max_bytes, self.max_decoded + (self.max_decoded >> 10) + 64)
+        # framing per 16 KiB block: a larger one is not read at all. (One within that but
+        # past the byte bound is adopted and then dropped alone, counted, by take_dropped.)
+        max_file = self.max_decoded + (self.max_decoded >> 10) + 64
         try:
             for item in os.scandir(base):
                 if not item.name.startswith(PREFIX) or not item.is_dir(follow_symlinks=False):
