@@ -357,14 +357,20 @@ def script_claims(server: JudgeServer) -> None:
     server.route("faithfulness_reason", {"reason": "The colour is not in the context."})
     server.route("hallucination_verdicts", verdicts("no", "no", "yes"))
     server.route("hallucination_reason", {"reason": "One claim is made up."})
+    server.route("hallucination_reason_v2", {"reason": "One claim is not in the context."})
 
 
+@pytest.mark.parametrize(
+    ("prompt_set", "hallucination_calls"),
+    [("default", 1), ("mastra", 2)],  # default: claims and verdicts shared; mastra: claims only
+)
 def test_faithfulness_and_hallucination_decompose_the_output_once(
-    judge_server: JudgeServer, judge: Judge
+    judge_server: JudgeServer, judge: Judge, prompt_set: str, hallucination_calls: int
 ) -> None:
     script_claims(judge_server)
     faithfulness = create_faithfulness_scorer(model=judge, context=CONTEXT)
-    hallucination = create_hallucination_scorer(model=judge, context=CONTEXT)
+    hallucination = create_hallucination_scorer(
+        model=judge, context=CONTEXT, prompt_set=prompt_set)  # type: ignore[arg-type]
 
     first = faithfulness.run(output=OUTPUT)
     second = hallucination.run(output=OUTPUT)
@@ -372,11 +378,12 @@ def test_faithfulness_and_hallucination_decompose_the_output_once(
     assert judge_server.count("output_claims") == 1
     assert first.preprocess_step_result == second.preprocess_step_result == {"claims": CLAIMS}
     assert first.preprocess_prompt == second.preprocess_prompt
-    # 2 supported of 3 -> 0.67; 1 hallucinated of 3 -> 0.33.
+    # 2 supported of 3 -> 0.67; 1 hallucinated (mastra) or not supported (default) of 3 -> 0.33.
     assert (first.score, second.score) == (0.67, 0.33)
-    # judge_calls counts calls actually made: the second scorer's claims came from the cache.
-    assert (first.judge_calls, second.judge_calls) == (3, 2)
-    assert len(judge_server.requests) == 5
+    # judge_calls counts calls actually made: the second scorer's shared requests came from
+    # the cache.
+    assert (first.judge_calls, second.judge_calls) == (3, hallucination_calls)
+    assert len(judge_server.requests) == 3 + hallucination_calls
 
 
 def test_concurrent_scorers_share_the_claims_call(judge_server: JudgeServer, judge: Judge) -> None:
@@ -395,8 +402,9 @@ def test_concurrent_scorers_share_the_claims_call(judge_server: JudgeServer, jud
     first, second = asyncio.run(both())
 
     assert judge_server.count("output_claims") == 1
+    assert judge_server.count("faithfulness_verdicts") == 1
     assert (first.score, second.score) == (0.67, 0.33)
-    assert first.judge_calls + second.judge_calls == len(judge_server.requests) == 5
+    assert first.judge_calls + second.judge_calls == len(judge_server.requests) == 4
 
 
 # -- online -----------------------------------------------------------------------------------
@@ -462,8 +470,9 @@ def test_online_rules_judge_the_retrieved_documents_and_extract_claims_once(
     assert hallucination["gen_ai.evaluation.score.label"] == "fail"
     assert "error.type" not in hallucination
 
-    # The context judged by both was the retrieval span's documents, in order.
-    for schema in ("faithfulness_verdicts", "hallucination_verdicts"):
+    # The context judged (one verdicts request, shared) was the retrieval span's documents, in
+    # order.
+    for schema in ("faithfulness_verdicts",):
         (request,) = [
             r
             for r, n in zip(judge_server.requests, judge_server.schema_names, strict=True)
@@ -475,6 +484,8 @@ def test_online_rules_judge_the_retrieved_documents_and_extract_claims_once(
             for i, text in enumerate(CONTEXT)
         ]
         assert positions == sorted(positions)
-    # The answer was broken into claims once for both rules: 1 + 2 + 2 requests.
+    # The answer was broken into claims and judged once for both rules, then each wrote its
+    # reason: 1 + 1 + 2 requests.
     assert judge_server.count("output_claims") == 1
-    assert len(judge_server.requests) == 5
+    assert judge_server.count("faithfulness_verdicts") == 1
+    assert len(judge_server.requests) == 4

@@ -193,8 +193,9 @@ def test_v2_hallucination_asks_the_faithfulness_question(
     # the reason prompt is given the support verdicts, and says lower is better
     assert "lower is better" in (result.generate_reason_prompt or "")
     assert [v["verdict"] for v in (result.analyze_step_result or {})["verdicts"]] == list(values)
-    assert create_hallucination_scorer(
-        model=judge, prompt_set="tracescore-v2").options["prompt_set"] == "tracescore-v2"
+    # tracescore-v2 is hallucination's default: its options do not name it
+    assert "prompt_set" not in create_hallucination_scorer(
+        model=judge, prompt_set="tracescore-v2").options
 
 
 def test_v2_after_faithfulness_costs_one_call_with_a_caching_judge(

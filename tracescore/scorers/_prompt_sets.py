@@ -1,7 +1,14 @@
-"""Prompt sets of the claim-checking scorers: ``default``, ``tracescore-v1``, ``tracescore-v2``.
+"""Prompt sets of the claim-checking scorers: ``mastra``, ``tracescore-v1``, ``tracescore-v2``.
 
-``default`` is the prompt set the factories have always used (their own modules hold it; the
-Mastra-parity tests pin its behaviour). ``tracescore-v1`` is an explicit choice
+``mastra`` is the set that follows the Mastra evals' prompts step for step (the scorers' own
+modules hold it; the Mastra-parity tests pin its behaviour). ``default`` names each scorer's
+default set, the one that agreed best with human labels on the development split of the
+judge-quality benchmark (``benchmarks/judge_quality``, docs/judge-quality.md): ``mastra`` for
+faithfulness, ``tracescore-v2`` for hallucination (``DEFAULT_PROMPT_SETS``). Code that passed
+``prompt_set="default"`` before keeps working and gets the current default; the Mastra prompts
+stay one keyword away (``prompt_set="mastra"``).
+
+``tracescore-v1`` is an explicit choice
 (``create_faithfulness_scorer(prompt_set="tracescore-v1")``, likewise hallucination), written
 and tuned on the development split of the judge-quality benchmark
 (``benchmarks/judge_quality``) and measured on its held-out split (docs/judge-quality.md):
@@ -25,7 +32,7 @@ With ``tracescore-v1`` the hallucination scorer's ``analyze_step_result`` holds 
 verdicts (``yes`` = supported), the same object faithfulness reports; its score is the share of
 claims whose verdict is not ``yes``.
 
-``tracescore-v2`` keeps the default prompts (Mastra's claims and faithfulness verdicts, which
+``tracescore-v2`` keeps the ``mastra`` prompts (Mastra's claims and faithfulness verdicts, which
 the benchmark measured as the better pair: v1's question-aware claims and evidence-first
 verdicts agreed less often with the labels) and changes only how hallucination asks:
 
@@ -36,7 +43,7 @@ verdicts agreed less often with the labels) and changes only how hallucination a
   hallucinated?" question. Its reason is its own (``hallucination_reason_v2``), written from
   those verdicts: three judge calls alone, as the default; one (the reason) after faithfulness
   on the same span with a caching judge.
-* Faithfulness under ``tracescore-v2`` is the default faithfulness, so one ``prompt_set``
+* Faithfulness under ``tracescore-v2`` is the ``mastra`` faithfulness, so one ``prompt_set``
   can be set for both scorers.
 """
 
@@ -61,18 +68,25 @@ from tracescore.scorers._prompt import data_block
 from tracescore.scorers._verdicts import YesUnsureNo
 
 __all__ = [
-    "PROMPT_SETS", "PromptSet", "V1_STEPS", "check_prompt_set", "unsupported_share",
-    "v1_claims_scorer",
+    "DEFAULT_PROMPT_SETS", "PROMPT_SETS", "PromptSet", "V1_STEPS", "resolve_prompt_set",
+    "unsupported_share", "v1_claims_scorer",
 ]
 
-PromptSet = Literal["default", "tracescore-v1", "tracescore-v2"]
-"""The prompt sets of faithfulness and hallucination."""
+PromptSet = Literal["default", "mastra", "tracescore-v1", "tracescore-v2"]
+"""The prompt sets of faithfulness and hallucination (``default``: the scorer's own default)."""
 
-PROMPT_SETS: tuple[str, ...] = ("default", "tracescore-v1", "tracescore-v2")
+PROMPT_SETS: tuple[str, ...] = ("default", "mastra", "tracescore-v1", "tracescore-v2")
+
+DEFAULT_PROMPT_SETS: dict[str, str] = {"faithfulness": "mastra", "hallucination": "tracescore-v2"}
+"""Each scorer's default prompt set, chosen on the development split of the judge-quality
+benchmark and reported on its held-out split (docs/judge-quality.md): hallucination
+``tracescore-v2`` (8 of 10 development answers agreed with the labels, ``mastra`` 5 of 10);
+faithfulness ``mastra`` (``tracescore-v2`` asks the same requests; ``tracescore-v1``, the only
+other, agreed on 1 of its 2 development answers)."""
 
 
-def check_prompt_set(scorer_id: str, prompt_set: object) -> None:
-    """Fail early on an unknown prompt set.
+def resolve_prompt_set(scorer_id: str, prompt_set: object) -> str:
+    """The prompt set ``prompt_set`` stands for: ``default`` becomes the scorer's own default.
 
     Raises:
         ConfigurationError: ``prompt_set`` is not one of ``PROMPT_SETS``.
@@ -81,6 +95,8 @@ def check_prompt_set(scorer_id: str, prompt_set: object) -> None:
         raise ConfigurationError(
             f"{scorer_id} prompt_set must be one of {list(PROMPT_SETS)}, got {prompt_set!r}"
         )
+    assert isinstance(prompt_set, str)
+    return DEFAULT_PROMPT_SETS[scorer_id] if prompt_set == "default" else prompt_set
 
 
 class _V1Claims(BaseModel):

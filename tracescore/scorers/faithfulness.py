@@ -18,7 +18,12 @@ from tracescore.scorers._claims import (
     claims_reason_step,
     claims_scorer,
 )
-from tracescore.scorers._prompt_sets import PromptSet, check_prompt_set, v1_claims_scorer
+from tracescore.scorers._prompt_sets import (
+    DEFAULT_PROMPT_SETS,
+    PromptSet,
+    resolve_prompt_set,
+    v1_claims_scorer,
+)
 from tracescore.scorers._verdicts import YesUnsureNo
 
 __all__ = ["FAITHFULNESS_VERDICTS", "create_faithfulness_scorer"]
@@ -100,14 +105,16 @@ def create_faithfulness_scorer(
         context: fixed context pieces for every run.
         context_extractor: ``(input, output) -> pieces``, called at each run.
         scale: maximum score, > 0. Default 1.
-        prompt_set: ``"default"`` (the prompts described above), or ``"tracescore-v1"``: the
-            claims read the question too, each claim gets its evidence and a support verdict
-            (the same request for faithfulness and hallucination, so one judge answers both
-            once), and the reason is written in that call: two judge calls instead of three;
-            or ``"tracescore-v2"``: the default prompts (the set exists so that one name
-            serves both scorers; it changes hallucination only). Measured against the default
-            on HaluEval's held-out split: docs/judge-quality.md; details in
-            ``tracescore.scorers._prompt_sets``.
+        prompt_set: ``"default"``, which for faithfulness is ``"mastra"`` (the prompts
+            described above, step for step those of the Mastra evals); or
+            ``"tracescore-v1"``: the claims read the question too, each claim gets its
+            evidence and a support verdict (the same request for faithfulness and
+            hallucination, so one judge answers both once), and the reason is written in that
+            call: two judge calls instead of three; or ``"tracescore-v2"``: the ``mastra``
+            prompts (the set exists so that one name serves both scorers; it changes
+            hallucination only). The default is the set that agreed best with human labels on
+            the development split of HaluEval; measured on its held-out split:
+            docs/judge-quality.md; details in ``tracescore.scorers._prompt_sets``.
 
     Returns:
         A ``Scorer`` with id ``faithfulness``.
@@ -122,8 +129,8 @@ def create_faithfulness_scorer(
         >>> scorer.run(output="The capital of France is Paris.").score  # doctest: +SKIP
         1.0
     """
-    check_prompt_set(SCORER_ID, prompt_set)
-    if prompt_set == "tracescore-v1":
+    chosen = resolve_prompt_set(SCORER_ID, prompt_set)
+    if chosen == "tracescore-v1":
         return v1_claims_scorer(
             SCORER_ID, description=_DESCRIPTION, model=model, context=context,
             context_extractor=context_extractor, scale=scale, higher_is_better=True)
@@ -140,5 +147,5 @@ def create_faithfulness_scorer(
         generate_reason=claims_reason_step(
             instructions=_REASON_INSTRUCTIONS, name="faithfulness_reason"
         ),
-        prompt_set=prompt_set,
+        prompt_set="default" if chosen == DEFAULT_PROMPT_SETS[SCORER_ID] else chosen,
     )

@@ -1,7 +1,9 @@
 """Hallucination: how much of what the answer claims contradicts or goes beyond its context.
 
-Semantics follow SCORERS.md and the Mastra evals' hallucination scorer; prompts and code are
-tracescore's own. Lower is better.
+The score follows SCORERS.md and the Mastra evals' hallucination scorer (hallucinated claims =
+contradicted or unsupported ones, over all claims); prompts and code are tracescore's own. The
+default prompts ask the judge whether the context supports each claim (``tracescore-v2``);
+``prompt_set="mastra"`` asks Mastra's "is it hallucinated?" step for step. Lower is better.
 """
 
 from __future__ import annotations
@@ -20,8 +22,9 @@ from tracescore.scorers._claims import (
     scaled_yes_share,
 )
 from tracescore.scorers._prompt_sets import (
+    DEFAULT_PROMPT_SETS,
     PromptSet,
-    check_prompt_set,
+    resolve_prompt_set,
     unsupported_share,
     v1_claims_scorer,
 )
@@ -91,14 +94,20 @@ def create_hallucination_scorer(
     below it passes).
 
     Three judge calls: the answer is broken into claims (``preprocess_step_result``:
-    ``{"claims": [...]}``; the request is the one faithfulness makes too, schema name
-    ``output_claims``, so with both scorers on one span the judge cache answers it once); each
-    claim is judged hallucinated (``yes``: contradicted by or missing from the context) or not
-    (``no``) (``analyze_step_result``: ``{"verdicts": [{"claim_index", "verdict", "reason"}]}``,
-    one per claim, in order); then a reason is written.
+    ``{"claims": [...]}``); each claim is judged against the context, ``yes`` (supported),
+    ``no`` (contradicted) or ``unsure`` (not in the context) (``analyze_step_result``:
+    ``{"verdicts": [{"claim_index", "verdict", "reason"}]}``, one per claim, in order); then a
+    reason is written. The claims and verdict requests are faithfulness's own (schema names
+    ``output_claims``, ``faithfulness_verdicts``), so with both scorers on one span and a
+    caching judge (``Judge(cache_size=...)``) hallucination costs one call more (its reason).
 
-    Score (SCORERS.md, from the Mastra evals' hallucination): ``yes / claims * scale``, rounded
-    to 2 decimals half up.
+    Score (SCORERS.md: hallucinated = contradicted or not supported by the context): the share
+    of claims not judged ``yes``, times ``scale``, rounded to 2 decimals half up from the exact
+    share. This is the ``tracescore-v2`` prompt set, the default because it agreed with human
+    labels far more often than the Mastra prompts on HaluEval's development split with a small
+    local judge (docs/judge-quality.md). ``prompt_set="mastra"`` sends the Mastra evals' own
+    question instead ("is this claim hallucinated?": ``yes`` hallucinated, ``no`` grounded,
+    schema name ``hallucination_verdicts``), scored ``yes / claims * scale``.
 
     Context: ``context_extractor(input, output)`` wins over ``context=``, which wins over
     ``run(context=...)``; in a ``ScoringRule`` without either, the documents of the trace's
@@ -113,17 +122,14 @@ def create_hallucination_scorer(
         context: fixed context pieces for every run.
         context_extractor: ``(input, output) -> pieces``, called at each run.
         scale: maximum score, > 0. Default 1.
-        prompt_set: ``"default"`` (the prompts described above), or ``"tracescore-v1"``: the
-            claims read the question too, each claim gets its evidence and a support verdict
-            (the same request for faithfulness and hallucination, so one judge answers both
-            once), and the reason is written in that call: two judge calls instead of three.
-            Or ``"tracescore-v2"``: faithfulness's claims and verdict requests (``yes``
-            supported, ``no`` contradicted, ``unsure`` not in the context), the score the share
-            of claims not judged ``yes``, and a reason of its own: three judge calls, or one
-            after faithfulness on the same span with a caching judge
-            (``Judge(cache_size=...)``); ``analyze_step_result`` then holds support verdicts.
-            Measured against the default on HaluEval's held-out split: docs/judge-quality.md;
-            details in ``tracescore.scorers._prompt_sets``.
+        prompt_set: ``"default"``, which for hallucination is ``"tracescore-v2"`` (described
+            above); ``"mastra"``: the Mastra evals' prompts, step for step; or
+            ``"tracescore-v1"``: the claims read the question too, each claim gets its
+            evidence and a support verdict (the same request for faithfulness and
+            hallucination, so one judge answers both once), and the reason is written in that
+            call: two judge calls instead of three. Measured side by side on HaluEval's
+            held-out split: docs/judge-quality.md; details in
+            ``tracescore.scorers._prompt_sets``.
 
     Returns:
         A ``Scorer`` with id ``hallucination``.
@@ -138,12 +144,12 @@ def create_hallucination_scorer(
         >>> scorer.run(output="Paris, the capital, has 9 million people.").score  # doctest: +SKIP
         0.5
     """
-    check_prompt_set(SCORER_ID, prompt_set)
-    if prompt_set == "tracescore-v1":
+    chosen = resolve_prompt_set(SCORER_ID, prompt_set)
+    if chosen == "tracescore-v1":
         return v1_claims_scorer(
             SCORER_ID, description=_DESCRIPTION, model=model, context=context,
             context_extractor=context_extractor, scale=scale, higher_is_better=False)
-    if prompt_set == "tracescore-v2":
+    if chosen == "tracescore-v2":
         analyze, score = FAITHFULNESS_VERDICTS, unsupported_share
         reason = claims_reason_step(instructions=_V2_REASON_INSTRUCTIONS,
                                     name="hallucination_reason_v2", note=" (lower is better)")
@@ -164,5 +170,5 @@ def create_hallucination_scorer(
         analyze=analyze,
         generate_score=score,
         generate_reason=reason,
-        prompt_set=prompt_set,
+        prompt_set="default" if chosen == DEFAULT_PROMPT_SETS[SCORER_ID] else chosen,
     )
