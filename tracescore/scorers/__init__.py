@@ -30,11 +30,13 @@ from tracescore.scorers.context_precision import create_context_precision_scorer
 from tracescore.scorers.context_recall import create_context_recall_scorer
 from tracescore.scorers.context_relevance import create_context_relevance_scorer
 from tracescore.scorers.faithfulness import create_faithfulness_scorer
+from tracescore.scorers.faithfulness_cascade import create_faithfulness_cascade_scorer
 from tracescore.scorers.hallucination import create_hallucination_scorer
 from tracescore.scorers.keyword_coverage import create_keyword_coverage_scorer
 from tracescore.scorers.noise_sensitivity import create_noise_sensitivity_scorer
 from tracescore.scorers.prompt_alignment import create_prompt_alignment_scorer
 from tracescore.scorers.summarization import create_summarization_scorer
+from tracescore.scorers.support_check import create_support_check_scorer
 from tracescore.scorers.textual_difference import create_textual_difference_scorer
 from tracescore.scorers.tone_consistency import create_tone_consistency_scorer
 from tracescore.scorers.tool_call_accuracy import create_tool_call_accuracy_scorer_llm
@@ -56,6 +58,7 @@ __all__ = [
     "create_context_precision_scorer",
     "create_context_recall_scorer",
     "create_context_relevance_scorer",
+    "create_faithfulness_cascade_scorer",
     "create_faithfulness_scorer",
     "create_hallucination_scorer",
     "create_keyword_coverage_scorer",
@@ -63,6 +66,7 @@ __all__ = [
     "create_prompt_alignment_scorer",
     "create_scorer",
     "create_summarization_scorer",
+    "create_support_check_scorer",
     "create_textual_difference_scorer",
     "create_tone_consistency_scorer",
     "create_tool_call_accuracy_scorer_code",
