@@ -1,5 +1,6 @@
 """benchmarks/judge_quality/report.py on a small results file: agreement per row, the paired
-table over the items every row scored, and ``--not-paired`` leaving a prompt set out of it."""
+table over the items every row scored, and ``--not-paired`` leaving a prompt set out of it;
+balanced accuracy, prompt sets by today's names, and tokens paid alone or after faithfulness."""
 
 from __future__ import annotations
 
@@ -48,7 +49,7 @@ RECORDS = [
 def test_rows_count_agreement_at_the_threshold(tmp_path: Path) -> None:
     rows = report(tmp_path, RECORDS)
 
-    assert (rows["hallucination", "default"]["agree"], rows["hallucination", "default"]["scored"]) \
+    assert (rows["hallucination", "mastra"]["agree"], rows["hallucination", "mastra"]["scored"]) \
         == (2, 4)
     assert rows["hallucination", "tracescore-v2"]["agree"] == 4
     assert rows["hallucination", "tracescore-v1"]["scored"] == 2
@@ -59,7 +60,7 @@ def test_paired_rows_share_their_items_unless_a_prompt_set_is_left_out(tmp_path:
     assert {r["scored"] for r in capped.values()} == {2}
 
     rows = report(tmp_path, RECORDS, "--paired", "--not-paired", "tracescore-v1")
-    assert set(rows) == {("hallucination", "default"), ("hallucination", "tracescore-v2")}
+    assert set(rows) == {("hallucination", "mastra"), ("hallucination", "tracescore-v2")}
     assert {r["scored"] for r in rows.values()} == {4}
 
 
@@ -70,10 +71,10 @@ def test_skip_rows_leaves_out_the_first_rows_of_the_split(tmp_path: Path) -> Non
         for answer, label, score in (("right", "pass", 0.0), ("halluc", "fail", 0.0)):
             records.append({**record(f"r{row}-{answer}", label, "hallucination", "default", score),
                             "row": row})
-    assert report(tmp_path, records)["hallucination", "default"]["scored"] == 4
+    assert report(tmp_path, records)["hallucination", "mastra"]["scored"] == 4
 
     rows = report(tmp_path, records, "--skip-rows", "1")
-    assert rows["hallucination", "default"]["scored"] == 2
+    assert rows["hallucination", "mastra"]["scored"] == 2
 
 
 def test_paired_items_are_chosen_per_model(tmp_path: Path) -> None:
@@ -83,3 +84,38 @@ def test_paired_items_are_chosen_per_model(tmp_path: Path) -> None:
     rows = report(tmp_path, RECORDS + small, "--paired", "--not-paired", "tracescore-v1")
 
     assert rows["hallucination", "tracescore-v2"]["scored"] == 4
+
+
+def test_balanced_accuracy_weighs_passes_and_fails_alike(tmp_path: Path) -> None:
+    # three human passes all judged pass, one human fail judged pass: accuracy 3/4, balanced
+    # accuracy (1 + 0) / 2
+    records = [record(f"p{i}", "pass", "faithfulness", "mastra", 1.0) for i in range(3)]
+    records.append(record("f0", "fail", "faithfulness", "mastra", 1.0))
+
+    row = report(tmp_path, records)["faithfulness", "mastra"]
+
+    assert (row["agree"], row["balanced_accuracy"]) == (3, 0.5)
+    low, high = row["balanced_accuracy_ci95"]
+    assert low <= 0.5 <= high
+
+
+def test_records_read_with_todays_prompt_set_names_and_shared_calls_apart(
+    tmp_path: Path
+) -> None:
+    # "default" was the Mastra prompts for both scorers; faithfulness under tracescore-v2 sends
+    # the Mastra requests: one row, "mastra", of two items
+    records = [record("a", "pass", "faithfulness", "default", 1.0),
+               {**record("b", "fail", "faithfulness", "tracescore-v2", 0.0),
+                "prompt_tokens": 300}]
+    # v2 hallucination alone (3 calls) on one item, after faithfulness (1 call, 2 hits) on one
+    records += [record("a", "pass", "hallucination", "tracescore-v2", 0.0),
+                {**record("b", "fail", "hallucination", "tracescore-v2", 1.0),
+                 "judge_calls": 1, "prompt_tokens": 40, "cache_hits": 2}]
+
+    rows = report(tmp_path, records)
+
+    assert set(rows) == {("faithfulness", "mastra"), ("hallucination", "tracescore-v2")}
+    assert rows["faithfulness", "mastra"]["tokens_per_item"] == (110 + 310) / 2
+    v2 = rows["hallucination", "tracescore-v2"]
+    assert (v2["scored"], v2["calls_per_item"], v2["tokens_per_item"]) == (2, 3, 110)
+    assert v2["after_faithfulness"] == {"items": 1, "calls_per_item": 1, "tokens_per_item": 50}

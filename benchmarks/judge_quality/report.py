@@ -1,7 +1,12 @@
 """The judge-quality table from the results file: per split, model, engine, scorer and prompt
-set, the items scored, accuracy at threshold 0.5 with its 95% Wilson interval, Cohen's kappa
-with a 95% percentile-bootstrap interval, the confusion matrix, judge tokens and seconds per
-item, and the load the machine was under.
+set, the items scored, accuracy at threshold 0.5 with its 95% Wilson interval, balanced
+accuracy (the mean of the pass and fail rates recovered) and Cohen's kappa with 95%
+percentile-bootstrap intervals, the confusion matrix, judge calls, tokens and seconds per item,
+and the load the machine was under.
+
+Prompt sets are named as the scorers name them now: records labelled ``default`` were scored
+when both scorers' default was the Mastra prompts, so they read as ``mastra``; faithfulness
+under ``tracescore-v2`` sends the very requests of ``mastra`` and reads as ``mastra`` too.
 
 A judge pass is a score >= 0.5 for higher-is-better scorers and <= 0.5 for the lower-is-better
 ones (hallucination); a HaluEval right answer is a human pass, a hallucinated one a human fail.
@@ -11,7 +16,10 @@ and left out of the agreement, as ``tracescore calibrate`` does; "not scorable" 
 Tokens per item are what one scorer costs on its own. The benchmark runs faithfulness and then
 hallucination on each item; with ``tracescore-v1`` both send the same two requests and one
 judge with a request cache answers the second scorer from the first: its standalone cost is
-then the first's (taken from the faithfulness record of the same item).
+then the first's (taken from the faithfulness record of the same item). With ``tracescore-v2``
+the cache answers hallucination's claims and verdicts and it pays only its reason: such records
+are counted apart (``after faithfulness``), and the standalone column averages only the records
+that paid for every call.
 
 ``--paired`` restricts every row to the items that every listed row scored, so engines are
 compared on the same answers; ``--not-paired PROMPT_SET`` (repeatable) leaves a prompt set out
@@ -31,6 +39,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
+import random
 import statistics
 import sys
 from collections import defaultdict
@@ -51,8 +61,19 @@ THRESHOLD = 0.5
 LOWER_IS_BETTER = {"hallucination"}
 DOCS = REPO / "docs" / "judge-quality.md"
 START, END = "<!-- judge-quality-table:start -->", "<!-- judge-quality-table:end -->"
-ORDER = {"faithfulness": 0, "ragas-faithfulness": 1, "deepeval-faithfulness": 2,
-         "hallucination": 3, "deepeval-hallucination": 4}
+ORDER = {"support-check": 0, "faithfulness-cascade": 1, "faithfulness": 2,
+         "ragas-faithfulness": 3, "deepeval-faithfulness": 4, "hallucination": 5,
+         "deepeval-hallucination": 6}
+
+
+def prompts_of(record: dict[str, Any]) -> str:
+    """The prompt set a record was scored with, by today's names (see the module docstring)."""
+    prompt_set = str(record["prompt_set"])
+    if record["engine"] == "tracescore" and record["scorer"] in ("faithfulness", "hallucination"):
+        if prompt_set == "default" or (record["scorer"] == "faithfulness"
+                                       and prompt_set == "tracescore-v2"):
+            return "mastra"
+    return prompt_set
 
 
 def read(path: Path) -> list[dict[str, Any]]:
@@ -63,6 +84,7 @@ def read(path: Path) -> list[dict[str, Any]]:
             record = json.loads(line)
         except json.JSONDecodeError:
             continue
+        record["prompt_set"] = prompts_of(record)
         key = (record["id"], record["scorer"], record["prompt_set"], record["model_sha256"])
         if key in latest and latest[key]["status"] != "error" and record["status"] == "error":
             continue
@@ -84,6 +106,8 @@ def standalone_tokens(records: list[dict[str, Any]]) -> None:
     for r in records:
         tokens = (r.get("prompt_tokens") or 0) + (r.get("completion_tokens") or 0)
         r["calls"] = r.get("judge_calls") or 0
+        # Paid only part of its calls (the rest came from another scorer's requests).
+        r["shared"] = bool(r.get("cache_hits")) and bool(r.get("judge_calls"))
         if r["engine"] == "tracescore" and r["scorer"] == "hallucination" and \
                 r.get("cache_hits") and r.get("judge_calls") == 0:
             twin = faith.get((r["id"], r["prompt_set"], r["model_sha256"]))
@@ -91,6 +115,32 @@ def standalone_tokens(records: list[dict[str, Any]]) -> None:
                 tokens = (twin.get("prompt_tokens") or 0) + (twin.get("completion_tokens") or 0)
                 r["calls"] = twin.get("judge_calls") or 0
         r["tokens"] = tokens
+
+
+def balanced(tp: int, fn: int, fp: int, tn: int) -> float | None:
+    """The mean of the share of human passes judged pass and of human fails judged fail."""
+    if not (tp + fn and fp + tn):
+        return None
+    return (tp / (tp + fn) + tn / (fp + tn)) / 2
+
+
+def balanced_interval(tp: int, fn: int, fp: int, tn: int, *, level: float = 0.95,
+                      resamples: int = 2000, seed: int = 25) -> tuple[float, float] | None:
+    """A percentile-bootstrap interval for balanced accuracy, resampling the human passes and
+    the human fails apart (their numbers are fixed by the data's design). Seeded."""
+    passes, fails = tp + fn, fp + tn
+    if not (passes and fails):
+        return None
+    rng = random.Random(seed)
+    values = []
+    for _ in range(resamples):
+        hits = sum(rng.randrange(passes) < tp for _ in range(passes))
+        rejects = sum(rng.randrange(fails) < tn for _ in range(fails))
+        values.append((hits / passes + rejects / fails) / 2)
+    values.sort()
+    tail = (1 - level) / 2
+    return (values[int(math.floor(tail * (resamples - 1)))],
+            values[int(math.ceil((1 - tail) * (resamples - 1)))])
 
 
 def row_of(key: tuple[str, ...], group: list[dict[str, Any]]) -> dict[str, Any]:
@@ -102,6 +152,8 @@ def row_of(key: tuple[str, ...], group: list[dict[str, Any]]) -> dict[str, Any]:
     wilson = stats.wilson_interval(agree, a.n)
     kappa_ci = stats.kappa_interval(a.true_pass, a.false_pass, a.false_fail, a.true_fail)
     loads = [r["load1"] for r in group if r.get("load1") is not None]
+    alone = [r for r in scored if not r["shared"]]
+    after = [r for r in scored if r["shared"]]
     return {
         "split": split, "model": model, "model_sha256": sha, "engine": engine,
         "scorer": scorer, "prompt_set": prompt_set,
@@ -110,9 +162,17 @@ def row_of(key: tuple[str, ...], group: list[dict[str, Any]]) -> dict[str, Any]:
         "errors": sum(r["status"] == "error" for r in group),
         "not_scorable": sum(r["status"] == "not_scorable" for r in group),
         "agree": agree, "accuracy": a.accuracy, "accuracy_ci95": wilson,
+        "balanced_accuracy": balanced(a.true_pass, a.false_fail, a.false_pass, a.true_fail),
+        "balanced_accuracy_ci95": balanced_interval(a.true_pass, a.false_fail, a.false_pass,
+                                                    a.true_fail),
         "kappa": a.kappa, "kappa_ci95": kappa_ci, "confusion": a.confusion(),
-        "calls_per_item": statistics.fmean(r["calls"] for r in scored) if scored else None,
-        "tokens_per_item": statistics.fmean(r["tokens"] for r in scored) if scored else None,
+        "calls_per_item": statistics.fmean(r["calls"] for r in alone) if alone else None,
+        "tokens_per_item": statistics.fmean(r["tokens"] for r in alone) if alone else None,
+        "judged_share": (sum(1 for r in scored if r["calls"]) / len(scored)) if scored else None,
+        "after_faithfulness": {"items": len(after),
+                               "calls_per_item": statistics.fmean(r["calls"] for r in after),
+                               "tokens_per_item": statistics.fmean(r["tokens"] for r in after)}
+        if after else None,
         "seconds_per_item": statistics.fmean(r["seconds"] for r in group) if group else None,
         "load1": [min(loads), max(loads)] if loads else None,
     }
@@ -148,9 +208,10 @@ def pct(value: float | None) -> str:
 
 def markdown(rows: list[dict[str, Any]]) -> str:
     lines = [
-        "| split | scorer | prompts | scored (errors) | accuracy [95% CI] | kappa [95% CI] "
-        "| confusion (TP FN / FP TN) | calls/item | tokens/item | s/item | load |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        "| split | scorer | prompts | scored (errors) | accuracy [95% CI] "
+        "| balanced accuracy [95% CI] | kappa [95% CI] | confusion (TP FN / FP TN) "
+        "| calls/item | tokens/item | s/item | load |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         ci = r["accuracy_ci95"]
@@ -159,16 +220,25 @@ def markdown(rows: list[dict[str, Any]]) -> str:
         k, kci = r["kappa"], r["kappa_ci95"]
         kappa = "-" if k is None else f"{k:.2f}" + (
             f" [{kci[0]:.2f}, {kci[1]:.2f}]" if kci else "")
+        b, bci = r["balanced_accuracy"], r["balanced_accuracy_ci95"]
+        bal = "-" if b is None else f"{pct(b)}" + (f" [{pct(bci[0])}, {pct(bci[1])}]" if bci
+                                                   else "")
         c = r["confusion"]
         conf = f"{c['pass']['pass']} {c['pass']['fail']} / {c['fail']['pass']} {c['fail']['fail']}"
         calls = "-" if r["calls_per_item"] is None else f"{r['calls_per_item']:.1f}"
         tokens = "-" if r["tokens_per_item"] is None else f"{r['tokens_per_item']:,.0f}"
+        shared = r["after_faithfulness"]
+        if shared:  # what it paid when faithfulness had already asked the shared requests
+            calls += f"; {shared['calls_per_item']:.1f} after faithfulness"
+            tokens += f"; {shared['tokens_per_item']:,.0f} after faithfulness"
+        if r["scorer"] == "faithfulness-cascade" and r["judged_share"] is not None:
+            calls += f" (judge on {pct(r['judged_share'])})"
         secs = "-" if r["seconds_per_item"] is None else f"{r['seconds_per_item']:.0f}"
         load = "-" if r["load1"] is None else f"{r['load1'][0]:.0f}-{r['load1'][1]:.0f}"
         name = r["scorer"] if r["engine"] == "tracescore" else f"{r['scorer']} ({r['engine']})"
         lines.append(
             f"| {r['split']} | {name} | {r['prompt_set']} | {r['scored']} ({r['errors']}) "
-            f"| {acc} | {kappa} | {conf} | {calls} | {tokens} | {secs} | {load} |")
+            f"| {acc} | {bal} | {kappa} | {conf} | {calls} | {tokens} | {secs} | {load} |")
     models = sorted({(r["model"], r["model_sha256"], ", ".join(r["server_version"]))
                      for r in rows})
     for model, sha, server in models:

@@ -8,10 +8,15 @@ last; the runner re-reads it between items, so it can be edited while a run goes
     {"engine": "tracescore", "prompt_set": "default", "scorers": ["faithfulness",
      "hallucination"], "split": "heldout", "first": 0, "count": 40}
 
-``engine`` is ``tracescore`` (the scorers of this checkout), or ``ragas`` / ``deepeval`` (run
+``engine`` is ``tracescore`` (the scorers of this checkout: ``faithfulness`` and
+``hallucination`` with the task's ``prompt_set``, ``support-check`` and ``faithfulness-cascade``
+under any label, e.g. ``"v1"``), or ``ragas`` / ``deepeval`` (run
 by ``peers.py`` in a virtualenv of their own, ``--peers-python``). Items are HaluEval QA rows
 taken in the order of ``split.json`` (``first`` and ``count`` count rows; each row gives two
-items, its right answer, label pass, and its hallucinated answer, label fail).
+items, its right answer, label pass, and its hallucinated answer, label fail). The prompt set
+``default`` in a task means the Mastra prompts for both scorers (``mastra``): it is the label
+of the rows scored before hallucination's default became ``tracescore-v2``, kept so that they
+resume under the same key; new tasks name their set.
 
 The judge is any OpenAI-compatible server (``--server URL``, the model served as ``--model``);
 without ``--server`` llama.cpp's server is started on loopback with ``TRACESCORE_QWEN_GGUF``.
@@ -166,14 +171,22 @@ async def run_tracescore(item: dict[str, Any], scorers: list[str], prompt_set: s
     runs ``tracescore-v2``'s hallucination on its own, so its cost is its own."""
     from tracescore import scorers as prebuilt
 
-    judge = judge_for(args, share=prompt_set != "default")
+    shared = judge_for(args, share=prompt_set != "default")
     factories = {"faithfulness": prebuilt.create_faithfulness_scorer,
-                 "hallucination": prebuilt.create_hallucination_scorer}
+                 "hallucination": prebuilt.create_hallucination_scorer,
+                 "support-check": prebuilt.create_support_check_scorer,
+                 "faithfulness-cascade": prebuilt.create_faithfulness_cascade_scorer}
     out = []
     for scorer_id in scorers:
-        options: dict[str, Any] = {"model": judge}
-        if prompt_set != "default":
-            options["prompt_set"] = prompt_set
+        # The cascade's judge has no cache: what it spends on the answers the check is unsure
+        # of is its own cost, measured.
+        judge = judge_for(args, share=False) if scorer_id == "faithfulness-cascade" else shared
+        options: dict[str, Any] = {}
+        if scorer_id in ("faithfulness", "hallucination"):
+            options = {"model": judge,
+                       "prompt_set": "mastra" if prompt_set == "default" else prompt_set}
+        elif scorer_id == "faithfulness-cascade":
+            options = {"model": judge}
         scorer = factories[scorer_id](**options)
         hits_before = judge.cache_info().hits if judge.cache_size else 0
         started = time.perf_counter()
