@@ -69,10 +69,12 @@ ORDER = {"support-check": 0, "faithfulness-cascade": 1, "faithfulness": 2,
 def prompts_of(record: dict[str, Any]) -> str:
     """The prompt set a record was scored with, by today's names (see the module docstring)."""
     prompt_set = str(record["prompt_set"])
-    if record["engine"] == "tracescore" and record["scorer"] in ("faithfulness", "hallucination"):
-        if prompt_set == "default" or (record["scorer"] == "faithfulness"
-                                       and prompt_set == "tracescore-v2"):
-            return "mastra"
+    if record["engine"] != "tracescore":
+        return prompt_set
+    if record["scorer"] in ("faithfulness", "hallucination") and prompt_set == "default":
+        return "mastra"
+    if record["scorer"] == "faithfulness" and prompt_set == "tracescore-v2":
+        return "mastra"
     return prompt_set
 
 
