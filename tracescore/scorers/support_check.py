@@ -80,7 +80,7 @@ class SupportModel:
 @functools.cache
 def support_model() -> SupportModel:
     """The shipped model (read once per process)."""
-    raw = resources.files("tracescore.scorers").joinpath(_MODEL_FILE).read_bytes()
+    raw = resources.files(__package__ or "").joinpath(_MODEL_FILE).read_bytes()
     return SupportModel(json.loads(raw), hashlib.sha256(raw).hexdigest()[:12])
 
 
