@@ -287,3 +287,157 @@ def test_tracescore_log_records_are_bounded(caplog: pytest.LogCaptureFixture) ->
         assert len(caplog.records[-1].getMessage()) == 16_384
     finally:
         tracescore.shutdown(3000)
+
+
+# -- disguised credentials ------------------------------------------------------------------------
+
+KEY = "sk-proj-Tq3RkX8vN2mW7yL4pZ6cB1dF"
+
+
+def _fullwidth(text: str) -> str:
+    return "".join(chr(ord(c) + 0xFEE0) if "!" <= c <= "~" else c for c in text)
+
+
+def _percent(text: str) -> str:
+    return "".join(f"%{b:02X}" for b in text.encode())
+
+
+DISGUISED = {
+    "zero-width space": KEY[:8] + "\u200b" + KEY[8:],
+    "zero-width joiners": "\u200d".join(KEY),
+    "word joiner and BOM": KEY[:3] + "\u2060" + KEY[3:12] + "\ufeff" + KEY[12:],
+    "soft hyphens": KEY[:10] + "\u00ad" + KEY[10:20] + "\u00ad" + KEY[20:],
+    "fullwidth": _fullwidth(KEY),
+    "mathematical letters": "".join(chr(0x1D41A + ord(c) - 97) if "a" <= c <= "z" else c
+                                    for c in KEY),
+    "percent-encoded": _percent(KEY),
+    "partly percent-encoded": KEY[:8] + _percent(KEY[8:12]) + KEY[12:],
+    "decimal entities": "".join(f"&#{ord(c)};" for c in KEY),
+    "hex entities": "".join(f"&#x{ord(c):x};" for c in KEY[:6]) + KEY[6:],
+    "named entity": KEY[:2] + "&hyphen;" + KEY[3:],
+    "password behind a soft hyphen": "pass\u00adword=Hx7Vw2Qp9Lz4",
+    "password, fullwidth name": _fullwidth("password") + ": Hx7Vw2Qp9Lz4",
+    "token in a percent-encoded query": "q=1%26access_token%3DHx7Vw2Qp9Lz4Mn5",
+}
+# Attacks beyond the first eleven: disguises inside disguises, other invisible characters and
+# escapes, and letters drawn like Latin ones.
+DISGUISED_MORE = {
+    "percent-encoded twice": _percent(_percent(KEY)),
+    "percent-encoded entities": _percent("".join(f"&#{ord(c)};" for c in KEY[:4])) + KEY[4:],
+    "entity of a zero-width space": KEY[:8] + "&#8203;" + KEY[8:],
+    "percent-encoded zero-width space": KEY[:8] + "%E2%80%8B" + KEY[8:],
+    "percent-encoded fullwidth": KEY[:8] + _percent(_fullwidth(KEY[8:16])) + KEY[16:],
+    "JSON escapes": "".join(f"\\u{ord(c):04x}" for c in KEY),
+    "JSON-escaped zero-width space": KEY[:8] + "\\u200b" + KEY[8:],
+    "bidirectional override": KEY[:8] + "\u202e" + KEY[8:],
+    "tag characters": KEY[:8] + "\U000e0041\U000e0042" + KEY[8:],
+    "variation selector": KEY[:8] + "\ufe0f" + KEY[8:],
+    "Hangul filler": KEY[:8] + "\u3164" + KEY[8:],
+    "Cyrillic look-alikes": "\u0455k\u2010proj\u2010" + KEY[8:],
+    "ligature": "password=Hx7Vw2Qp9Lz4\ufb01",
+}
+
+
+@pytest.mark.parametrize("disguise", [*DISGUISED, *DISGUISED_MORE])
+def test_a_disguised_credential_is_redacted_in_place(
+        disguise: str, caplog: pytest.LogCaptureFixture) -> None:
+    import logging
+
+    text = {**DISGUISED, **DISGUISED_MORE}[disguise]
+    with caplog.at_level(logging.WARNING, logger="tracescore"):
+        logging.getLogger("tracescore").warning("tracescore: before %s after", text)
+    shown = caplog.records[-1].getMessage()
+    # The span of the original text is replaced, what is around it kept.
+    assert shown.startswith("tracescore: before ") and shown.endswith(" after")
+    assert "[REDACTED]" in shown
+    left = shown.removeprefix("tracescore: before ").removesuffix(" after")
+    assert "Hx7Vw2Qp9Lz4" not in left and text not in left
+    assert not any(part in left for part in ("Tq3RkX8v", "N2mW7yL4", "pZ6cB1dF"))
+
+
+def test_disguised_credentials_do_not_leave_over_otlp(receiver: Any) -> None:
+    tracescore.configure(service_name="disguised")
+    planted = {**DISGUISED, **DISGUISED_MORE}
+    with tracescore.span("disguised") as block:
+        span = trace.get_current_span()
+        for i, text in enumerate(planted.values()):
+            span.set_attribute(f"note.{i}", f"before {text} after")
+        span.set_attribute("pass\u200bword", "Hx7Vw2Qp9Lz4")  # a disguised secret name
+        span.set_attribute(_fullwidth("api_key"), "Hx7Vw2Qp9Lz4")
+        span.add_event("retry", {"detail": f"with {DISGUISED['percent-encoded']} again"})
+        block.set_output("done")
+    assert tracescore.force_flush(20_000)
+    assert receiver.wait_for(lambda spans: len(spans) >= 1)
+    (exported,) = receiver.by_name("disguised")
+    for i, name in enumerate(planted):
+        value = exported.attributes[f"note.{i}"]
+        assert value.startswith("before ") and value.endswith(" after"), name
+        assert "[REDACTED]" in value, name
+    assert exported.attributes["pass\u200bword"] == "[REDACTED]"
+    assert exported.attributes[_fullwidth("api_key")] == "[REDACTED]"
+    assert dict(exported.events)["retry"] == {"detail": "with [REDACTED] again"}
+    raw = receiver.raw_bytes()
+    leaked = [name for name, text in planted.items() if text.encode() in raw]
+    assert leaked == []
+    for secret in ("Hx7Vw2Qp9Lz4", KEY[8:16], KEY[16:24]):
+        assert secret.encode() not in raw
+
+
+@pytest.mark.parametrize("text", [
+    # Text with the characters disguises use, and nothing to hide: unchanged.
+    "Größe: 10 % mehr &amp; schneller \u2014 naïve café, ﬁle, ｆｕｌｌ ｗｉｄｔｈ, 漢字",
+    "https://example.com/search?q=caf%C3%A9&lang=fr&page=2",
+    "<p>Tom &amp; Jerry &lt;3 &#169; 2024</p>",
+    "C:\\Users\\name\\x86\\documents and \\u00e9 in JSON",
+    "Привет, мир! Это обычный текст без секретов.",
+    "a\u200bb\u200cc\u200dd \u00ad soft",
+])
+def test_text_with_disguise_characters_and_no_credential_is_unchanged(
+        text: str, caplog: pytest.LogCaptureFixture) -> None:
+    import logging
+
+    with caplog.at_level(logging.WARNING, logger="tracescore"):
+        logging.getLogger("tracescore").warning("tracescore: %s", text)
+    assert caplog.records[-1].getMessage() == "tracescore: " + text
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    # Characters that vanish or expand before the credential move nothing after it.
+    ("\ufb01\u200b\ufb01 " + KEY[:8] + "\u200b" + KEY[8:] + " \ufb01\u00adx",
+     "\ufb01\u200b\ufb01 [REDACTED] \ufb01\u00adx"),
+    ("%41%42 " + _percent(KEY) + " &amp; " + KEY[:3] + "&#112;" + KEY[4:] + " %7E",
+     "%41%42 [REDACTED] &amp; [REDACTED] %7E"),
+    ("\u00e9t\u00e9 " + _fullwidth(KEY) + " \u00e9t\u00e9",
+     "\u00e9t\u00e9 [REDACTED] \u00e9t\u00e9"),
+    ("https://x.example/?q=caf%C3%A9&token=" + _percent("Hx7Vw2Qp9Lz4Mn5") + "&page=2",
+     "https://x.example/?q=caf%C3%A9&token=[REDACTED]&page=2"),
+])
+def test_a_disguised_credential_is_replaced_exactly_where_it_was(
+        text: str, expected: str, caplog: pytest.LogCaptureFixture) -> None:
+    import logging
+
+    with caplog.at_level(logging.WARNING, logger="tracescore"):
+        logging.getLogger("tracescore").warning("tracescore: %s", text)
+    assert caplog.records[-1].getMessage() == "tracescore: " + expected
+
+
+def test_a_credential_as_a_tracer_name_span_name_or_status_is_scrubbed(receiver: Any) -> None:
+    from opentelemetry.trace import Status, StatusCode
+
+    provider = TracerProvider()
+    tracescore.configure(service_name="scopes", tracer_provider=provider)
+    hidden = DISGUISED["zero-width space"]
+    tracer = provider.get_tracer(f"acme.{hidden}", hidden)
+    with tracer.start_as_current_span(f"call {hidden}") as span:
+        span.set_status(Status(StatusCode.ERROR, f"failed with {DISGUISED['fullwidth']}"))
+        span.add_event(f"retry {DISGUISED['percent-encoded']}")
+    assert tracescore.force_flush(20_000)
+    assert receiver.wait_for(lambda spans: len(spans) >= 1)
+    (exported,) = receiver.spans
+    assert exported.name == "call [REDACTED]"
+    assert exported.scope == "acme.[REDACTED]"
+    assert [name for name, _ in exported.events] == ["retry [REDACTED]"]
+    raw = receiver.raw_bytes()
+    assert [t for t in (hidden, DISGUISED["fullwidth"], DISGUISED["percent-encoded"])
+            if t.encode() in raw] == []
+    assert KEY[8:16].encode() not in raw

@@ -22,6 +22,13 @@ the judge and judge error messages all pass through here. Four kinds of rule app
   (``tracescore._env.credential_values``). Values shorter than ``MIN_SECRET_LENGTH`` are not
   matched by value: replacing every ``"abc"`` would mangle ordinary text.
 
+Disguised credentials are found too: a text that is not ASCII or holds a ``%``, ``&`` or
+``\\`` is searched a second time as a person reads it (``plain_text``: invisible characters
+such as zero-width spaces and soft hyphens removed, NFKC applied, dashes and Cyrillic or Greek
+look-alikes in words of mixed scripts read as ASCII, percent escapes, HTML entities and
+backslash escapes decoded, up to three rounds for encodings inside encodings); what the rules
+find there is mapped back and the span of the original text is replaced.
+
 Users add their own patterns and a callback (``configure(redact_patterns=..., redact=...)``,
 env ``TRACESCORE_REDACT_PATTERNS``). A callback that raises redacts the whole text it was given
 (logged once, counted in ``callback_failures``).
@@ -32,8 +39,11 @@ names are made of (``pass``, ``secret``, ``key``, ``token``, ...), so a text ful
 ``=`` (JSON) costs no more than prose; a PEM header with no end redacts the rest of the text;
 the matches examined in Python are bounded per text (past the bound the rest of the text is
 ``[REDACTED]``, counted in ``overflows`` and logged once). Strings shorter than
-``MIN_SECRET_LENGTH`` are skipped. ``benchmarks/bench_redaction.py`` measures typical spans and
-1 MiB adversarial texts.
+``MIN_SECRET_LENGTH`` are skipped. The second search of a disguised text is linear too: each
+decoding step is one pass (character folding block by block at C speed, one regular-expression
+pass per encoding), and mapping a match back walks one block or one decoded run.
+``benchmarks/bench_redaction.py`` measures typical spans and 1 MiB adversarial, typical and
+encoded texts.
 
 Only the standard library is imported (and ``_env``, itself standard library only): the
 decorators' hot path imports this module.
@@ -44,9 +54,11 @@ from __future__ import annotations
 import bisect
 import dataclasses
 import functools
+import itertools
 import logging
 import re
 import threading
+import unicodedata
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
@@ -106,7 +118,9 @@ _SEPARATORS = re.compile(r"[-\s.]+")
 def is_secret_key(key: str) -> bool:
     """Whether a mapping key, argument, header or variable name names a secret.
 
-    Case-insensitive; camelCase, ``-``, ``.`` and spaces count as ``_``. Secret: ``*_key``
+    Case-insensitive; camelCase, ``-``, ``.`` and spaces count as ``_``; read as a person
+    reads it (``plain_text``: invisible characters, compatibility forms and encodings
+    undone). Secret: ``*_key``
     (``api_key``, ``openai_key``; not structural keys such as ``sort_key``), ``apikey``,
     ``*secret*``, ``*password*``, ``passwd``, ``passphrase``, ``*token*`` (not ``max_tokens``
     or ``token_count``), ``authorization``, ``auth``, ``*cookie*``, ``*credential*``,
@@ -124,6 +138,8 @@ def is_secret_key(key: str) -> bool:
     """
     if not key or len(key) > 128:
         return False
+    if _disguised(key):  # "pass\u200bword", "ｐａｓｓｗｏｒｄ", "api%5Fkey" read as what they are
+        key = plain_text(key)
     norm = _SEPARATORS.sub("_", _CAMEL.sub("_", key)).lower().strip("_")
     if norm in _SECRET_NAMES or any(part in norm for part in _SECRET_PARTS):
         return True
@@ -374,9 +390,11 @@ _own_message = threading.local()
 # How often a user callback raised or returned a non-string (its text was then redacted whole).
 callback_failures = 0
 _callback_warned = False
-# The benchmark's switch (benchmarks/bench_redaction.py measures against a run without
-# redaction). Not an option: nothing in tracescore sets it.
+# The benchmark's switches (benchmarks/bench_redaction.py measures against a run without
+# redaction, and without the second search of disguised texts). Not options: nothing in
+# tracescore sets them.
 enabled = True
+undisguise = True
 
 
 def _compile() -> _Rules:
@@ -663,7 +681,291 @@ def _apply(text: str, spans: list[tuple[int, int]]) -> str:
     return "".join(pieces)
 
 
-def _scan(rules: _Rules, text: str) -> str:
+# --- Disguised credentials ---------------------------------------------------------------------
+
+# A credential can be written so that a pattern no longer sees it while a person still reads it:
+# with invisible characters inside (zero-width spaces and joiners, soft hyphens, directional
+# marks, variation selectors, tag characters), in compatibility forms (fullwidth "ｓｋ－",
+# mathematical letters, ligatures: NFKC folds them), or encoded (percent escapes "%73k-", HTML
+# entities "&#115;k-", backslash escapes "\u0073k-"), one inside another. Such a text is searched
+# again in plain form: each decoding step is a layer that knows where each of its characters
+# came from, so what the rules find there is mapped back and the span of the ORIGINAL text is
+# replaced (a character decoded from several, such as an escape, maps back to all of them).
+# Plain texts skip all of it: an ASCII text without "%", "&" or "\" costs three substring tests.
+_INVISIBLE_RANGES = (
+    # Format characters (Unicode category Cf): soft hyphen, Arabic and Syriac marks, Mongolian
+    # vowel separator, zero-width space and joiners, directional marks and isolates, word
+    # joiner, invisible operators, byte order mark, interlinear annotation, Egyptian
+    # hieroglyph, shorthand and musical format controls, language tag and tag characters.
+    (0x00AD, 0x00AD), (0x0600, 0x0605), (0x061C, 0x061C), (0x06DD, 0x06DD), (0x070F, 0x070F),
+    (0x0890, 0x0891), (0x08E2, 0x08E2), (0x180E, 0x180E), (0x200B, 0x200F), (0x202A, 0x202E),
+    (0x2060, 0x2064), (0x2066, 0x206F), (0xFEFF, 0xFEFF), (0xFFF9, 0xFFFB), (0x110BD, 0x110BD),
+    (0x110CD, 0x110CD), (0x13430, 0x1343F), (0x1BCA0, 0x1BCA3), (0x1D173, 0x1D17A),
+    (0xE0001, 0xE0001), (0xE0020, 0xE007F),
+    # Combining marks that show nothing: grapheme joiner, variation selectors.
+    (0x034F, 0x034F), (0x180B, 0x180D), (0x180F, 0x180F), (0xFE00, 0xFE0F), (0xE0100, 0xE01EF),
+    # Letters that render as nothing: the Hangul fillers.
+    (0x115F, 0x1160), (0x3164, 0x3164), (0xFFA0, 0xFFA0),
+)
+_INVISIBLE = "".join(f"{re.escape(chr(a))}-{re.escape(chr(b))}" for a, b in _INVISIBLE_RANGES)
+_INVISIBLE_SEARCH = re.compile(f"[{_INVISIBLE}]").search
+_INVISIBLE_FINDALL = re.compile(f"[{_INVISIBLE}]").findall
+_DELETE: dict[int, None] = {c: None for a, b in _INVISIBLE_RANGES for c in range(a, b + 1)}
+# Each starts with its literal, outside any group, so that the regex engine jumps between
+# occurrences of it instead of trying every position.
+_PERCENT_RUN = re.compile(r"%[0-9A-Fa-f]{2}(?:%[0-9A-Fa-f]{2})*")
+# Numeric references without their ";" are read by browsers too; a named one needs it (no name
+# without one stands for a character of a key, and "&page=2" in a URL is no entity).
+_ENTITY = r"(?:#[0-9]{1,7};?|#[xX][0-9A-Fa-f]{1,6};?|[A-Za-z][A-Za-z0-9]{1,31};)"
+_ENTITY_RUN = re.compile(f"&{_ENTITY}(?:&{_ENTITY})*")
+_ESCAPE = r"\\(?:u[0-9A-Fa-f]{4}|x[0-9A-Fa-f]{2}|U[0-9A-Fa-f]{8})"
+_ESCAPE_RUN = re.compile(f"{_ESCAPE}(?:{_ESCAPE})*")
+# Rounds of decoding at most: "%2526%2523115%253B" (percent, percent, entity) takes two.
+_MAX_ROUNDS = 3
+# Per non-ASCII character met, its NFKC form (bounded: a text of every code point is no reason
+# to hold them all).
+_FOLDED: dict[str, str] = {}
+_FOLDED_MAX = 65_536
+
+
+class _Layer:
+    """One decoding step from a source text to ``text``: the replaced runs (their starts and
+    ends in both); the characters between runs are copied one for one."""
+
+    __slots__ = ("text", "_starts", "_ends", "_source_starts", "_source_ends")
+
+    def __init__(self, source: str, runs: Sequence[tuple[int, int, str]]) -> None:
+        pieces: list[str] = []
+        self._starts: list[int] = []
+        self._ends: list[int] = []
+        self._source_starts: list[int] = []
+        self._source_ends: list[int] = []
+        cursor = length = 0
+        for start, end, replacement in runs:
+            pieces.append(source[cursor:start])
+            pieces.append(replacement)
+            length += start - cursor
+            self._starts.append(length)
+            length += len(replacement)
+            self._ends.append(length)
+            self._source_starts.append(start)
+            self._source_ends.append(end)
+            cursor = end
+        pieces.append(source[cursor:])
+        self.text = "".join(pieces) if runs else source
+
+    def back(self, start: int, end: int) -> tuple[int, int]:
+        """The span of the source that ``text[start:end]`` (not empty) was decoded from."""
+        return self._source(start)[0], self._source(end - 1)[1]
+
+    def _source(self, at: int) -> tuple[int, int]:
+        i = bisect.bisect_right(self._starts, at) - 1
+        if i < 0:
+            return at, at + 1
+        if at < self._ends[i]:  # inside a decoded run: all of its source
+            return self._source_starts[i], self._source_ends[i]
+        source = self._source_ends[i] + at - self._ends[i]
+        return source, source + 1
+
+
+# Characters NFKC leaves alone that read as ASCII in a key: dashes and minus signs, and the
+# Cyrillic and Greek letters drawn like Latin ones (a subset of Unicode's confusables). They are
+# read as ASCII only next to an ASCII letter, digit or "_" (in a word of mixed scripts, such as
+# "ѕk-proj-..."): prose in Russian or Greek, or English with dashes, is not rewritten whole.
+_LOOKALIKES = {
+    **dict.fromkeys("\u2010\u2011\u2012\u2013\u2014\u2015\u2043\u2212\ufe58", "-"),
+    **dict(zip("\u0430\u0435\u043e\u0440\u0441\u0443\u0445\u0455\u0456\u0458\u04bb"
+               "\u0410\u0412\u0415\u041a\u041c\u041d\u041e\u0420\u0421\u0422\u0425"
+               "\u0391\u0392\u0395\u0396\u0397\u0399\u039a\u039c\u039d\u039f\u03a1"
+               "\u03a4\u03a5\u03a7\u03bf",
+               "aeopcyxsijhABEKMHOPCTXABEZHIKMNOPTYXo", strict=True)),
+}
+
+
+_LOOKALIKE_TABLE = {ord(k): v for k, v in _LOOKALIKES.items()}
+_LOOK = "".join(_LOOKALIKES)
+# A look-alike next to an ASCII word character; the class comes first so that the engine
+# jumps between look-alikes.
+_MIXED_SEARCH = re.compile(f"[{_LOOK}](?:(?=[A-Za-z0-9_])|(?<=[A-Za-z0-9_].))").search
+_MIXED_REACH = 64  # characters read as ASCII around each such meeting, either side
+# One quick test for the characters that may fold in an NFKC-normal text: invisible ones of the
+# Basic Multilingual Plane, and anything beyond that plane (a class of many ranges is searched
+# several times slower: the exact one runs only after this one found something).
+_SUSPECT_SEARCH = re.compile(
+    "[" + "".join(f"{re.escape(chr(a))}-{re.escape(chr(b))}" for a, b in _INVISIBLE_RANGES
+                  if b < 0x10000) + "\U00010000-\U0010ffff]").search
+
+
+def _fold(char: str) -> str:
+    """``char`` in its NFKC form."""
+    folded = _FOLDED.get(char)
+    if folded is None:
+        folded = unicodedata.normalize("NFKC", char)
+        if len(_FOLDED) < _FOLDED_MAX:
+            _FOLDED[char] = folded
+    return folded
+
+
+# A folding layer is made block by block, each block translated at C speed; a position is
+# mapped back within its block alone, so the cost stays linear in the text however many
+# characters are removed or expanded.
+_BLOCK = 128
+
+
+class _Folded:
+    """``source`` with each character replaced by what ``table`` (``str.translate``) gives,
+    possibly nothing or several characters; positions map back character by character."""
+
+    __slots__ = ("text", "_source", "_table", "_widths", "_starts")
+
+    def __init__(self, source: str, table: dict[int, str | None]) -> None:
+        blocks = [source[i:i + _BLOCK].translate(table) for i in range(0, len(source), _BLOCK)]
+        self.text = "".join(blocks)
+        self._source = source
+        self._table = table
+        self._widths: dict[str, int] | None = None
+        self._starts = list(itertools.accumulate(map(len, blocks), initial=0))
+
+    def back(self, start: int, end: int) -> tuple[int, int]:
+        """The span of the source that ``text[start:end]`` (not empty) was made from."""
+        return self._source_of(start), self._source_of(end - 1) + 1
+
+    def _source_of(self, at: int) -> int:
+        block = bisect.bisect_right(self._starts, at) - 1  # empty blocks are skipped
+        offset = at - self._starts[block]
+        base = block * _BLOCK
+        widths = self._widths
+        if widths is None:  # how many characters each translated one becomes (others: one)
+            widths = self._widths = {chr(k): len(v or "") for k, v in self._table.items()}
+        for i, char in enumerate(self._source[base:base + _BLOCK]):
+            offset -= widths.get(char, 1)
+            if offset < 0:
+                return base + i
+        return min(base + _BLOCK, len(self._source)) - 1
+
+
+def _unicode_layers(text: str) -> list[_Layer | _Folded]:
+    """``text`` with invisible characters removed, NFKC applied character by character and
+    look-alike characters in words of mixed scripts read as ASCII: up to two layers."""
+    layers: list[_Layer | _Folded] = []
+    table: dict[int, str | None] = {}
+    # Most non-ASCII text is NFKC already and holds no invisible character: no set of it.
+    if not unicodedata.is_normalized("NFKC", text):
+        for char in set(text):
+            if not char.isascii():
+                folded = _fold(char)
+                if folded != char:
+                    table[ord(char)] = folded
+    if (table or _SUSPECT_SEARCH(text) is not None) and _INVISIBLE_SEARCH(text) is not None:
+        # Every invisible character is removed (what folds to one too). A short text's table
+        # holds those it has; a long one's all of them (finding them would cost more).
+        table.update(_DELETE if len(text) > 4_096
+                     else dict.fromkeys(map(ord, set(_INVISIBLE_FINDALL(text)))))
+        layers.append(_Folded(text, table))
+    elif any(len(v) != 1 for v in table.values()):  # type: ignore[arg-type]
+        layers.append(_Folded(text, table))  # "ﬁ" is "fi": positions move
+    elif table:
+        layers.append(_Layer(text.translate(table), ()))  # one for one: positions unchanged
+    current = layers[-1].text if layers else text
+    meeting = _MIXED_SEARCH(current)
+    if meeting is not None:
+        pieces: list[str] = []
+        done = 0
+        while meeting is not None:
+            start = max(done, meeting.start() - _MIXED_REACH)
+            end = meeting.end() + _MIXED_REACH
+            pieces.append(current[done:start])
+            pieces.append(current[start:end].translate(_LOOKALIKE_TABLE))
+            done = min(end, len(current))
+            meeting = _MIXED_SEARCH(current, done)
+        pieces.append(current[done:])
+        layers.append(_Layer("".join(pieces), ()))  # one for one: positions unchanged
+    return layers
+
+
+def _percent(run: str) -> str:
+    return bytes.fromhex(run.replace("%", "")).decode("utf-8", errors="replace")
+
+
+def _entities(run: str) -> str:
+    import html  # on first use: the decorators' hot path imports this module
+
+    return html.unescape(run)
+
+
+def _escapes(run: str) -> str:
+    try:
+        text = run.encode("ascii").decode("unicode_escape")
+        # "\ud83d\ude00": a pair of UTF-16 halves is one character.
+        return text.encode("utf-16", "surrogatepass").decode("utf-16", errors="replace")
+    except (UnicodeError, ValueError):
+        return run
+
+
+_DECODERS: tuple[tuple[str, re.Pattern[str], Callable[[str], str]], ...] = (
+    ("%", _PERCENT_RUN, _percent),
+    ("&", _ENTITY_RUN, _entities),
+    ("\\", _ESCAPE_RUN, _escapes),
+)
+
+
+def _disguised(text: str) -> bool:
+    """Whether ``text`` may hold a disguised credential (else it is searched once, as it is)."""
+    return not text.isascii() or "%" in text or "&" in text or "\\" in text
+
+
+def _decodings(text: str) -> list[list[_Layer | _Folded]]:
+    """The plain forms of ``text``, one per round of decoding (Unicode, percent escapes,
+    entities, backslash escapes) that changed something, each as its layers in order."""
+    out: list[list[_Layer | _Folded]] = []
+    layers: list[_Layer | _Folded] = []
+    current = text
+    fresh = True  # folding again what was folded changes nothing: only what a decoder made
+    for _ in range(_MAX_ROUNDS):
+        before = len(layers)
+        if fresh and not current.isascii():
+            layers.extend(_unicode_layers(current))
+            current = layers[-1].text if layers else current
+        unfolded = len(layers)
+        for needle, pattern, decode in _DECODERS:
+            if needle in current:
+                runs = []
+                seen: dict[str, str] = {}  # texts repeat their escapes ("%20", "&amp;")
+                for match in pattern.finditer(current):
+                    run = match.group()
+                    decoded = seen.get(run)
+                    if decoded is None:
+                        decoded = decode(run)
+                        if len(seen) < 4_096:
+                            seen[run] = decoded
+                    if decoded != run:
+                        runs.append((match.start(), match.end(), decoded))
+                if runs:
+                    layers.append(_Layer(current, runs))
+                    current = layers[-1].text
+        if len(layers) == before:
+            break
+        fresh = len(layers) > unfolded
+        out.append(list(layers))
+    return out
+
+
+def plain_text(text: str) -> str:
+    """``text`` as a person reads it: invisible characters removed, NFKC applied, percent
+    escapes, HTML entities and backslash escapes decoded (up to three rounds).
+
+    Example:
+        >>> plain_text("ｓｋ&#45;pro%6A")
+        'sk-proj'
+    """
+    if not _disguised(text):
+        return text
+    decodings = _decodings(text)
+    return decodings[-1][-1].text if decodings else text
+
+
+def _find(rules: _Rules, text: str) -> list[tuple[int, int]]:
+    """The ``[start, end)`` spans of ``text`` the rules redact."""
     global overflows, _overflow_warned
     spans: list[tuple[int, int]] = []
     size = len(text)
@@ -709,6 +1011,18 @@ def _scan(rules: _Rules, text: str) -> str:
                            "credentials than redaction examines; from there on it is recorded "
                            "as [REDACTED] (logged once; your code is unaffected)", size)
         spans.append((cut, size))
+    return spans
+
+
+def _scan(rules: _Rules, text: str) -> str:
+    spans = _find(rules, text)
+    if undisguise and _disguised(text):
+        # Searched again as a person reads it; what is found there is mapped back.
+        for layers in _decodings(text):
+            for start, end in _find(rules, layers[-1].text):
+                for layer in reversed(layers):
+                    start, end = layer.back(start, end)
+                spans.append((start, end))
     return _apply(text, spans) if spans else text
 
 

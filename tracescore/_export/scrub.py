@@ -2,13 +2,14 @@
 or spools passes through ``Scrubber`` once, on the export thread (the caller never pays it).
 
 Whatever set them, these go through ``tracescore._redact``: the span name, every span, event
-and link attribute, the status description, the resource's and the instrumentation scope's
-attributes. Exception messages and stack traces are event attributes, so they are covered. A
-value under a secret name (``db.password``, ``git.token``, ``http.request.header.authorization``)
-becomes ``[REDACTED]`` whole; any other string (each string of a sequence, whatever the
-sequence's first item, and a bytes value as the text it decodes to) is searched with
-``redact_text``. Numbers and booleans are kept (``max_tokens=100`` is no secret). Attribute names
-are searched too: a credential used as a name is replaced in it, and its value is ``[REDACTED]``.
+and link attribute, the status description, the resource's attributes, and the instrumentation
+scope's name, version and attributes. Exception messages and stack traces are event attributes,
+so they are covered. A value under a secret name (``db.password``, ``git.token``,
+``http.request.header.authorization``) becomes ``[REDACTED]`` whole; any other string (each
+string of a sequence, whatever the sequence's first item, and a bytes value as the text it
+decodes to) is searched with ``redact_text``. Numbers and booleans are kept (``max_tokens=100``
+is no secret). Attribute names are searched too: a credential used as a name is replaced in it,
+and its value is ``[REDACTED]``.
 
 tracescore's own spans (instrumentation scope ``tracescore``) are always scrubbed; other
 instrumentations' spans on the same provider are scrubbed unless ``foreign=False``
@@ -238,8 +239,12 @@ class Scrubber:
         if cached is not None and cached[0] is scope:
             return cached[1]
         attributes = redact_attributes(scope.attributes)
-        redacted = (scope if attributes is scope.attributes
-                    else InstrumentationScope(scope.name, scope.version, scope.schema_url,
+        # The scope's name and version are strings of whoever called get_tracer().
+        name = _redact.redact_name(scope.name) if scope.name else scope.name
+        version = _redact.redact_name(scope.version) if scope.version else scope.version
+        redacted = (scope if attributes is scope.attributes and name == scope.name
+                    and version == scope.version
+                    else InstrumentationScope(name, version, scope.schema_url,
                                               dict(attributes or {})))
         self._remember(self._scopes, scope, redacted)
         return redacted
