@@ -196,6 +196,7 @@ def disguised() -> dict[str, dict[str, str]]:
         "look-alike every 2nd": fill("a\u0430"),
         "zero-width keys, dense": fill(" " + secrets[0]),
         "entity keys, dense": fill(" " + secrets[3]),
+        "U+FDFA (NFKC: 18 chars)": fill("\ufdfa"),
     }
     return {"typical": typical, "adversarial": adversarial(), "encoded": encoded}
 

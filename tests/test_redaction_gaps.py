@@ -411,6 +411,10 @@ def test_text_with_disguise_characters_and_no_credential_is_unchanged(
      "\u00e9t\u00e9 [REDACTED] \u00e9t\u00e9"),
     ("https://x.example/?q=caf%C3%A9&token=" + _percent("Hx7Vw2Qp9Lz4Mn5") + "&page=2",
      "https://x.example/?q=caf%C3%A9&token=[REDACTED]&page=2"),
+    # A lone surrogate (shown as "?") inside a key.
+    ("x " + KEY[:8] + "\udc00" + KEY[8:] + " y", "x [REDACTED] y"),
+    # A form that expands to 18 characters is left alone (no key holds it).
+    ("\ufdfa " + KEY[:8] + "\u200b" + KEY[8:] + " \ufdfa", "\ufdfa [REDACTED] \ufdfa"),
 ])
 def test_a_disguised_credential_is_replaced_exactly_where_it_was(
         text: str, expected: str, caplog: pytest.LogCaptureFixture) -> None:

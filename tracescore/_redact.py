@@ -706,6 +706,8 @@ _INVISIBLE_RANGES = (
     (0x034F, 0x034F), (0x180B, 0x180D), (0x180F, 0x180F), (0xFE00, 0xFE0F), (0xE0100, 0xE01EF),
     # Letters that render as nothing: the Hangul fillers.
     (0x115F, 0x1160), (0x3164, 0x3164), (0xFFA0, 0xFFA0),
+    # Lone surrogates (a Python string holds no pair): no character at all, shown as "?".
+    (0xD800, 0xDFFF),
 )
 _INVISIBLE = "".join(f"{re.escape(chr(a))}-{re.escape(chr(b))}" for a, b in _INVISIBLE_RANGES)
 _INVISIBLE_SEARCH = re.compile(f"[{_INVISIBLE}]").search
@@ -810,6 +812,7 @@ def _fold(char: str) -> str:
 # mapped back within its block alone, so the cost stays linear in the text however many
 # characters are removed or expanded.
 _BLOCK = 128
+_MAX_FOLD = 3
 
 
 class _Folded:
@@ -854,7 +857,9 @@ def _unicode_layers(text: str) -> list[_Layer | _Folded]:
         for char in set(text):
             if not char.isascii():
                 folded = _fold(char)
-                if folded != char:
+                # A form of more than 3 characters (U+FDFA is 18) is no character of a key:
+                # left alone, so a text cannot grow more than 3 times when folded.
+                if folded != char and len(folded) <= _MAX_FOLD:
                     table[ord(char)] = folded
     if (table or _SUSPECT_SEARCH(text) is not None) and _INVISIBLE_SEARCH(text) is not None:
         # Every invisible character is removed (what folds to one too). A short text's table
