@@ -5,6 +5,9 @@
 * ``capture``: tracescore configured for the test (``tracescore.testing.CaptureScores``: spans
   and scores in memory) with a scripted judge that finds ``ANSWER`` relevant and backed by the
   first document. Rules are added per test with ``capture.configure(scoring=[...])``.
+* ``CONFORMANCE_STATS=<file>``: each test appends one JSON line to the file: the framework,
+  the test, whether it passed, and the spans it saw, scored, and scored ``not_scorable``
+  (the figures of the framework table in ``docs/frameworks.md``).
 * ``echo``: a code scorer (no judge) that records the exact texts a rule handed it, per span
   name, so a test asserts *what* was judged, not only that something was.
 """
@@ -15,10 +18,10 @@ import os
 from collections.abc import Iterator
 
 import pytest
-from checks import Echo
+from checks import Echo, record, scripted_judge
 from model_server import ModelServer, one_tool_agent
 
-from tracescore.testing import CaptureScores, ScriptedJudge
+from tracescore.testing import CaptureScores
 
 os.environ.setdefault("LITELLM_OFFLINE_MODE", "true")
 
@@ -32,18 +35,18 @@ def model(request: pytest.FixtureRequest) -> Iterator[ModelServer]:
 
 @pytest.fixture
 def capture(request: pytest.FixtureRequest) -> Iterator[CaptureScores]:
-    answer = request.module.ANSWER
-    with ScriptedJudge() as judge:
-        judge.route("answer_relevancy_statements", {"statements": [answer]})
-        judge.route("answer_relevancy_verdicts",
-                    {"results": [{"result": "yes", "reason": "answers it"}]})
-        judge.route("answer_relevancy_reason", {"reason": "Direct answer."})
-        judge.route("output_claims", {"claims": [answer]})
-        judge.route("faithfulness_verdicts", {"verdicts": [
-            {"claim_index": 0, "verdict": "yes", "reason": "the first document says so"}]})
-        judge.route("faithfulness_reason", {"reason": "Backed by the documents."})
-        with CaptureScores(judge, flush_timeout_millis=30_000) as cap:
-            yield cap
+    with scripted_judge(request.module.ANSWER) as judge, CaptureScores(
+            judge, flush_timeout_millis=30_000) as cap:
+        yield cap
+        record(request, cap)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    outcome = yield
+    report = outcome.get_result()  # type: ignore[attr-defined]
+    if report.when == "call":
+        item.rep_call = report  # type: ignore[attr-defined]
 
 
 @pytest.fixture

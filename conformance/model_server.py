@@ -57,6 +57,30 @@ def one_tool_agent(answer: str, arguments: dict[str, Any] | None = None) -> Scri
     return script
 
 
+def final_tool_agent(answer: str, arguments: dict[str, Any] | None = None,
+                     final_tool: str = "final_answer") -> Script:
+    """An agent that answers through a tool (smolagents' ``ToolCallingAgent``): call the first
+    offered tool other than ``final_tool`` once, then ``final_tool`` with ``{"answer": answer}``
+    once a tool's result came back (as a ``tool`` message, or as a user message after a tool
+    call, which is how some frameworks send it)."""
+
+    def script(body: dict[str, Any]) -> Turn:
+        tools = [t.get("function", t).get("name") for t in body.get("tools") or []]
+        messages = [m for m in body.get("messages") or [] if isinstance(m, dict)]
+        asked = any(m.get("role") == "assistant" and (m.get("tool_calls") or "Calling tools"
+                                                         in json.dumps(m.get("content")))
+                    for m in messages)
+        answered = any(m.get("role") == "tool" for m in messages) or asked
+        others = [str(n) for n in tools if n != final_tool]
+        if others and not answered:
+            return Turn(tool_calls=[(others[0], dict(arguments or {}))])
+        if final_tool in tools:
+            return Turn(tool_calls=[(final_tool, {"answer": answer})])
+        return Turn(text=answer)
+
+    return script
+
+
 def embed(text: str) -> list[float]:
     """A unit bag-of-words vector of ``DIMENSIONS`` floats."""
     vector = [0.0] * DIMENSIONS

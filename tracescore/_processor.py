@@ -304,7 +304,7 @@ class ScoringSpanProcessor(SpanProcessor):
             if buffer is not None and local_root:
                 buffer.end_trace(ctx.trace_id)  # the local root ended: nothing later needs it
         content = _turns.finish(span, kind, reader.read(span, kind), beneath,
-                                lambda other: reader_for(other, self._readers))
+                                lambda other: reader_for(other, self._readers), reader)
         request = self._request(span, ctx, kind, content, context,
                                 None if context[0] else _turns.no_documents_reason(reader, span))
         held = self._held.hold(span, len(admitted), time.monotonic() + self._score_timeout)

@@ -97,7 +97,15 @@ async def score(
                     and ran.explanation.startswith(_EMPTY_CONTEXT)
                     and not kwargs.get("context")):
                 # "the context is empty" names the symptom; the request knows the cause
-                ran = dataclasses.replace(ran, explanation=request.documents_missing)
+                why = request.documents_missing
+                if rule.tool_results_as_context:
+                    why = (f"{why.split('. Pass the context', 1)[0]}; and no tool call under "
+                           f"span {request.span_name!r} has a result to use as context "
+                           "(tool_results_as_context=True): its tools ran without a span of "
+                           "their own that records the result (execute_tool, a TOOL span), "
+                           "and its model calls' tool messages carry no text. Pass the context "
+                           "explicitly, or trace the tool with @tracescore.tool")
+                ran = dataclasses.replace(ran, explanation=why)
     label = None
     if ran.error_type is None:
         label = label_for(ran.score, rule.threshold, bool(scorer.higher_is_better))
@@ -136,13 +144,16 @@ async def score(
 def tool_results(request: ScoringRequest) -> list[str]:
     """The results of the tool calls of ``request`` as context pieces, in call order: those
     of the tool spans beneath the scored span, then the ``role="tool"`` messages of its input
-    (a model call's view of the tools it called). Failed calls and empty results give none."""
+    (a model call's view of the tools it called). Failed calls and empty results give none, and
+    neither does a result that is the judged answer itself (an agent that answers through a
+    tool, smolagents' ``final_answer``): an answer is no evidence for itself."""
     pieces: list[str] = []
+    answer = request.output.strip() if isinstance(request.output, str) else None
     for call in request.tool_calls:
         result = call.get("result")
         if result is not None and not call.get("error"):
             text = result if isinstance(result, str) else json.dumps(result, default=str)
-            if text.strip():
+            if text.strip() and text.strip() != answer:
                 pieces.append(text)
     if isinstance(request.input, (list, tuple)):
         for message in request.input:

@@ -99,6 +99,15 @@ GEN_AI_CONTENT_PROMPT_EVENT: Final = "gen_ai.content.prompt"
 GEN_AI_CONTENT_COMPLETION_EVENT: Final = "gen_ai.content.completion"
 GEN_AI_PROMPT: Final = "gen_ai.prompt"  # also traceloop's gen_ai.prompt.{i}.role/content
 GEN_AI_COMPLETION: Final = "gen_ai.completion"  # also gen_ai.completion.{i}.*
+# GenAI event conventions (v1.28-v1.36): one span event per message, the body's fields as
+# attributes ("content", "role", "message", "finish_reason"); and the latest conventions'
+# details event, carrying gen_ai.input.messages / gen_ai.output.messages as attributes.
+GEN_AI_SYSTEM_MESSAGE_EVENT: Final = "gen_ai.system.message"
+GEN_AI_USER_MESSAGE_EVENT: Final = "gen_ai.user.message"
+GEN_AI_ASSISTANT_MESSAGE_EVENT: Final = "gen_ai.assistant.message"
+GEN_AI_TOOL_MESSAGE_EVENT: Final = "gen_ai.tool.message"
+GEN_AI_CHOICE_EVENT: Final = "gen_ai.choice"
+GEN_AI_OPERATION_DETAILS_EVENT: Final = "gen_ai.client.inference.operation.details"
 
 # OpenLLMetry (opentelemetry-semantic-conventions-ai, traceloop-sdk).
 TRACELOOP_SPAN_KIND: Final = "traceloop.span.kind"  # workflow | task | agent | tool | unknown

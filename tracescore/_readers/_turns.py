@@ -12,9 +12,19 @@ ended under it (``TraceBuffer.beneath`` / ``pass_up``):
   workflow's summary, and it ends first, so the choice is made without waiting for the rest of
   the trace. ``ScoringRule(score_wrappers=True)`` judges wrappers too. Spans of tracescore's
   own decorators are never wrappers: a span someone decorated is always judged.
-- **Turns read from model calls.** An agent span that carries no content of its own (the OpenAI
-  Agents SDK's) is read from the model calls beneath it: the question is the last user message
-  of the first call, the answer the text of the last call.
+- **The agent turn, from structure.** A trace's local root whose subtree holds model calls and
+  no agent span is the turn of the request it served (an HTTP handler, a pipeline, a framework
+  root no convention marks as an agent), whatever its instrumentation: any span of any source
+  that wraps the model calls of one request. A root beneath which only spans that name a model
+  without saying what they are ended (``gen_ai.request.model`` with no operation) is a turn too,
+  with a reason saying what is missing.
+- **Turns read from model calls.** An agent turn is judged on the user's question and the text
+  the user got. What its own span says comes first when it is text; what it does not say, or
+  says only as a structure (a workflow's state, a function's arguments, a pipeline's data), is
+  read from the model calls beneath it: the question is the last user message the first call
+  received (or the one value of the span's input that message quotes), the answer the last
+  call's final text (or the span's structured output when that text is not in it).
+  Readers that know better for their framework (tracescore's own decorators) keep their values.
 - **Tool-call-only turns.** A model turn that only asked for tools has no answer to judge: its
   reason says so, and tool-call scorers get its calls.
 """
@@ -22,14 +32,30 @@ ended under it (``TraceBuffer.beneath`` / ``pass_up``):
 from __future__ import annotations
 
 import contextlib
+import json
 import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NamedTuple
 
+from .. import _semconv as sc
 from .._trace_buffer import NOTHING_BENEATH, Beneath, TraceBuffer
-from ._base import Content, Reader, scope_name
+from ._base import Content, Reader, attributes_of, scope_name
 
 TOOL_ONLY = "this model turn only called tools"
+
+# The kind passed up for a span that names a model but has no kind (``names_a_model``).
+UNMARKED_MODEL = "unmarked-model"
+UNMARKED_REASON = (
+    "spans beneath it name a model (gen_ai.request.model, gen_ai.system, gen_ai.provider.name "
+    "or llm.model_name) without saying what they are: no convention's mark of a model call "
+    "(gen_ai.operation.name chat/text_completion/generate_content, openinference.span.kind "
+    "LLM, llm.request.type chat/completion) and no messages tracescore can read. Turn on the "
+    "instrumentation's GenAI conventions, or decorate the model call with @tracescore.llm")
+_MODEL_KEYS = (sc.GEN_AI_REQUEST_MODEL, sc.GEN_AI_SYSTEM, sc.GEN_AI_PROVIDER_NAME, sc.LLM_MODEL_NAME)
+_ROLES = {"human": "user", "ai": "assistant", "model": "assistant", "bot": "assistant",
+          "developer": "system", "tool-response": "tool", "tool_response": "tool",
+          "function": "tool", "ipython": "tool", "tool-call": "assistant",
+          "tool_call": "assistant"}
 
 # A Python object's default repr, or a dataclass/pydantic repr ``Name(field=..., ...)``: what a
 # framework writes when it cannot serialise a value. Never the text a user typed or read.
@@ -73,48 +99,145 @@ def route(reader: Reader, span: Any, buffer: TraceBuffer | None, *,
     if parent_links:
         buffer.add_span(ctx.trace_id, ctx.span_id, parent)
     beneath = buffer.beneath(ctx.trace_id, ctx.span_id)
+    explicit = getattr(reader, "explicit", False)
+    if (kind is None and not explicit and (parent is None or span.parent.is_remote)
+            and "agent" not in beneath.kinds
+            and ("llm" in beneath.kinds or UNMARKED_MODEL in beneath.kinds)):
+        kind = "agent"  # the root-most span holding the request's model calls
     refine = getattr(reader, "refine", None)
     if refine is not None:
         with contextlib.suppress(Exception):  # a broken reader keeps the kind it gave
             kind = refine(span, kind, beneath)
     if parent is not None:
-        buffer.pass_up(ctx.trace_id, parent, kind, beneath, span)
+        passed = kind
+        if kind is None and getattr(reader, "name", "") == "generic" and names_a_model(span):
+            passed = UNMARKED_MODEL
+        buffer.pass_up(ctx.trace_id, parent, passed, beneath, span)
     reader.observe(span, kind, buffer)
-    wrapper = (kind is not None and kind in beneath.kinds
-               and not getattr(reader, "explicit", False))
+    wrapper = kind is not None and kind in beneath.kinds and not explicit
     return Routed(kind, wrapper, beneath)
 
 
+def names_a_model(span: Any) -> bool:
+    """True when a span names a model (``gen_ai.request.model``, ``gen_ai.system``,
+    ``gen_ai.provider.name``, ``llm.model_name``); asked of spans no reader recognised (the
+    generic reader's), it marks a model call its instrumentation did not mark with any
+    convention's operation or kind."""
+    attrs = attributes_of(span)
+    return any(key in attrs for key in _MODEL_KEYS)
+
+
 def finish(span: Any, kind: str | None, content: Content, beneath: Beneath,
-           reader_for: Callable[[Any], Reader]) -> Content:
-    """``content`` completed from the trace: an agent span without content of its own is read
-    from the model calls beneath it (see the module docstring); ``reader_for`` finds their
-    readers (the registry's)."""
-    if kind != "agent" or content.missing is None or content.input is not None \
-            or content.output is not None:
+           reader_for: Callable[[Any], Reader], reader: Reader | None = None) -> Content:
+    """``content`` completed from the trace: an agent turn's question and answer where its own
+    span does not carry them as text, from the model calls beneath it (see the module
+    docstring); ``reader_for`` finds their readers (the registry's); ``reader``, the span's
+    own, keeps its values when it is ``explicit`` (tracescore's decorators)."""
+    if kind != "agent":
+        return content
+    own_missing = content.missing is not None and content.input is None \
+        and content.output is None
+    explicit = getattr(reader, "explicit", False)
+    if explicit and not own_missing:
         return content
     first, last = beneath.first_call, beneath.last_call
     if first is None or last is None:
+        if not own_missing:
+            return content
+        if UNMARKED_MODEL in beneath.kinds:
+            return content._replace(missing=(
+                f"{content.missing}; {UNMARKED_REASON}"))
         return content._replace(missing=(
             f"{content.missing}; and no model call (LLM span) ended beneath it to read the "
             "turn from"))
     opened = reader_for(first).read(first, "llm")
-    question = last_user_text(opened.input)
     closed = opened if last is first else reader_for(last).read(last, "llm")
+    asked = last_user_text(opened.input)
+    question = _question(_structure(content.input), asked)
     if question is None:
-        why = opened.missing or f"its input carries no user message ({opened.input!r:.80})"
-        return content._replace(missing=(
-            f"{content.missing}; its first model call, span {getattr(first, 'name', '')!r}, "
-            f"has no question to read: {why}"))
-    if closed.output is None:
+        if content.input is not None and content.missing is None:
+            question = content.input  # a structure the model calls do not explain
+        else:
+            why = opened.missing or f"its input carries no user message ({opened.input!r:.80})"
+            return content._replace(missing=(
+                f"{content.missing or 'not scorable: no question'}; its first model call, span "
+                f"{getattr(first, 'name', '')!r}, has no question to read: {why}"))
+    said = closed.output if _is_text(closed.output) else None
+    answer = _answer(_structure(content.output), said)
+    if answer is None:
         if closed.tool_calls:
             return Content(question, None, content.error, tool_only_reason(
                 span, closed.tool_calls, turn="agent turn's last model turn"),
                 closed.tool_calls)
+        if content.error is not None:
+            return Content(question, None, content.error)
         return content._replace(missing=(
-            f"{content.missing}; its last model call, span {getattr(last, 'name', '')!r}, has "
-            f"no answer to read: {closed.missing or 'no output'}"))
-    return Content(question, closed.output, content.error)
+            f"{content.missing or 'not scorable: no answer'}; its last model call, span "
+            f"{getattr(last, 'name', '')!r}, has no answer to read: "
+            f"{closed.missing or 'no output'}"))
+    return Content(question, answer, content.error)
+
+
+def _is_text(value: Any) -> bool:
+    return isinstance(value, str) and bool(value.strip()) and not looks_like_repr(value)
+
+
+def _question(own: Any, asked: str | None) -> str | None:
+    """The user's question: the span's own input when it is text (or chat messages), else the
+    longest text value of its input that the first model call's user message quotes, else that
+    message; None when neither says."""
+    if _is_text(own):
+        return str(own)
+    if isinstance(own, Sequence) and not isinstance(own, str):
+        found = last_user_text(own)
+        if found is not None:
+            return found
+    if asked is None:
+        return None
+    quoted = [leaf for leaf in _leaves(own) if leaf.strip() and leaf in asked]
+    return max(quoted, key=len) if quoted else asked
+
+
+def _answer(own: Any, said: str | None) -> Any:
+    """The text the user got: the span's own output when it is text (the last model call's when
+    both are the same text), the last call's text when the span has none or holds that text in a
+    structure (also inside a repr there), else the span's own structured output; None when
+    neither says."""
+    if _is_text(own):
+        return said if said is not None and said.strip() == str(own).strip() else own
+    if own is None:
+        return said
+    if said is not None and (not isinstance(own, (Mapping, Sequence))
+                             or any(said.strip() in leaf for leaf in _leaves(own))):
+        return said
+    return own
+
+
+def _structure(value: Any) -> Any:
+    """A JSON object or array recorded as text without its mime type, decoded; any other
+    value as it is."""
+    if isinstance(value, str) and value[:1] in ("{", "["):
+        with contextlib.suppress(ValueError):
+            decoded = json.loads(value)
+            if isinstance(decoded, (Mapping, list)):
+                return decoded
+    return value
+
+
+def _leaves(value: Any, depth: int = 0) -> list[str]:
+    """The strings inside a JSON-like value (bounded: 6 levels, 200 strings)."""
+    if isinstance(value, str):
+        return [value]
+    found: list[str] = []
+    if depth > 6:
+        return found
+    items = value.values() if isinstance(value, Mapping) else (
+        value if isinstance(value, Sequence) else ())
+    for item in items:
+        found.extend(_leaves(item, depth + 1))
+        if len(found) >= 200:
+            break
+    return found[:200]
 
 
 def no_documents_reason(reader: Reader, span: Any) -> str:
@@ -145,16 +268,25 @@ def tool_only_reason(span: Any, calls: Sequence[Mapping[str, Any]],
 
 def last_user_text(value: Any) -> str | None:
     """The user's question in a model call's input: the last user message's text (chat
-    messages), or the input itself when it is a string."""
+    messages, roles as ``role_of`` names them), or the input itself when it is a string."""
     if isinstance(value, str):
         return value if value.strip() else None
     if isinstance(value, Sequence):
         for message in reversed(value):
-            if isinstance(message, Mapping) and message.get("role") in ("user", "human"):
+            if isinstance(message, Mapping) and role_of(message.get("role")) == "user":
                 text = message.get("content")
                 if isinstance(text, str) and text.strip():
                     return text
     return None
+
+
+def role_of(value: Any) -> str:
+    """A message role as the conventions name it (``system``, ``user``, ``assistant``,
+    ``tool``), from the many spellings instrumentations record: ``human``/``ai`` (LangChain),
+    ``ChatRole.USER`` (an enum's str), ``developer``, ``model`` (Gemini), ``tool-response``
+    (smolagents), ``function``; any other role lower-cased."""
+    text = str(value or "").strip().lower().rsplit(".", 1)[-1]
+    return _ROLES.get(text, text)
 
 
 def looks_like_repr(value: Any) -> bool:

@@ -6,11 +6,12 @@ Content, where the producer captured it, is read from the ``gen_ai_latest_experi
 ``gen_ai.input.messages`` / ``gen_ai.output.messages`` / ``gen_ai.system_instructions`` (JSON
 with typed parts: ``text``, ``tool_call``, ``tool_call_response``, ...), ``gen_ai.tool.call.*``,
 ``gen_ai.retrieval.query.text`` and ``gen_ai.retrieval.documents`` (ids and scores; a ``content``
-field where the producer adds one), and from the older conventions' span events
-``gen_ai.content.prompt`` / ``gen_ai.content.completion``, and, where the instrumentation wrote
-them to a log record instead (``EVENT_ONLY``), from what ``_log_stash`` kept of that record. The
-message helpers here are shared with the OpenLLMetry reader, whose instrumentations write the
-same JSON.
+field where the producer adds one), and from span events (``_events``: the older conventions'
+``gen_ai.content.prompt`` / ``.completion``, the per-message events ``gen_ai.user.message``
+... ``gen_ai.choice``, the details event ``gen_ai.client.inference.operation.details``), and,
+where the instrumentation wrote them to a log record instead (``EVENT_ONLY``), from what
+``_log_stash`` kept of that record. The message helpers here are shared with the OpenLLMetry
+reader, whose instrumentations write the same JSON.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from .. import _semconv as sc
 from .._trace_buffer import TraceBuffer
 from . import _log_stash
 from ._base import Content, attributes_of, scope_name
+from ._events import content_events, tool_events
 from ._turns import tool_only_reason
 from ._values import ABSENT, TRUNCATED_HINT, Truncated, error_of, json_value, text_value
 
@@ -80,7 +82,12 @@ class GenAIReader:
             if kind == "tool":
                 value_in = json_value(attrs, sc.GEN_AI_TOOL_CALL_ARGUMENTS, must_be_json=False)
                 value_out = json_value(attrs, sc.GEN_AI_TOOL_CALL_RESULT, must_be_json=False)
-                what = f"{sc.GEN_AI_TOOL_CALL_ARGUMENTS} / {sc.GEN_AI_TOOL_CALL_RESULT}"
+                if value_in is ABSENT or value_out is ABSENT:
+                    event_in, event_out = tool_events(span)
+                    value_in = event_in if value_in is ABSENT else value_in
+                    value_out = event_out if value_out is ABSENT else value_out
+                what = (f"{sc.GEN_AI_TOOL_CALL_ARGUMENTS} / {sc.GEN_AI_TOOL_CALL_RESULT}, or "
+                        f"{sc.GEN_AI_TOOL_MESSAGE_EVENT} / {sc.GEN_AI_CHOICE_EVENT} events")
             elif kind == "retrieval":
                 value_in = text_value(attrs, sc.GEN_AI_RETRIEVAL_QUERY_TEXT)
                 docs = retrieval_documents(attrs)
@@ -165,9 +172,10 @@ def messages_content(span: Any) -> tuple[Any, Any, list[dict[str, Any]]]:
     raw_out = json_value(attrs, sc.GEN_AI_OUTPUT_MESSAGES)
     system = json_value(attrs, sc.GEN_AI_SYSTEM_INSTRUCTIONS)
     if raw_in is ABSENT or raw_out is ABSENT:
-        old_in, old_out = _content_events(span)
+        old_in, old_out, old_system = content_events(span)
         raw_in = old_in if raw_in is ABSENT else raw_in
         raw_out = old_out if raw_out is ABSENT else raw_out
+        system = old_system if system is ABSENT else system
     if raw_in is ABSENT or raw_out is ABSENT:
         logged = _log_stash.take(span)  # EVENT_ONLY: the content went to a log record
         if logged:
@@ -322,19 +330,6 @@ def parts_text(parts: Sequence[Any]) -> str:
     return "\n".join(calls)
 
 
-def _content_events(span: Any) -> tuple[Any, Any]:
-    """The older conventions' ``gen_ai.content.prompt`` / ``.completion`` span events."""
-    value_in: Any = ABSENT
-    value_out: Any = ABSENT
-    for event in getattr(span, "events", ()) or ():
-        if event.name == sc.GEN_AI_CONTENT_PROMPT_EVENT:
-            value_in = json_value(event.attributes or {}, sc.GEN_AI_PROMPT, must_be_json=False)
-        elif event.name == sc.GEN_AI_CONTENT_COMPLETION_EVENT:
-            value_out = json_value(event.attributes or {}, sc.GEN_AI_COMPLETION,
-                                   must_be_json=False)
-    return value_in, value_out
-
-
 def retrieval_documents(attrs: Mapping[str, Any]) -> tuple[str, ...]:
     """The text of ``gen_ai.retrieval.documents`` entries that carry any, in rank order;
     truncated or unreadable values give none."""
@@ -362,12 +357,18 @@ def tool_call(span: Any) -> dict[str, Any]:
     ``error`` when it failed); a cut or missing value becomes None."""
     attrs = attributes_of(span)
     call: dict[str, Any] = {"name": str(attrs.get(sc.GEN_AI_TOOL_NAME, span.name))}
-    for field, key in (("arguments", sc.GEN_AI_TOOL_CALL_ARGUMENTS),
-                       ("result", sc.GEN_AI_TOOL_CALL_RESULT)):
+    try:
+        events = tool_events(span)
+    except Truncated:
+        events = (ABSENT, ABSENT)
+    for (field, key), event in zip((("arguments", sc.GEN_AI_TOOL_CALL_ARGUMENTS),
+                                    ("result", sc.GEN_AI_TOOL_CALL_RESULT)), events,
+                                   strict=True):
         try:
             value = json_value(attrs, key, must_be_json=False)
         except Truncated:
             value = ABSENT
+        value = event if value is ABSENT else value
         call[field] = None if value is ABSENT else value
     error = error_of(span)
     if error is not None:

@@ -18,7 +18,7 @@ from typing import Any
 from .. import _semconv as sc
 from .._trace_buffer import Beneath, TraceBuffer
 from ._base import Content, attributes_of
-from ._turns import looks_like_repr, repr_reason, tool_only_reason
+from ._turns import looks_like_repr, repr_reason, role_of, tool_only_reason
 from ._values import ABSENT, Truncated, error_of, json_value, text_value, unwrap
 from .genai import complete, observe_documents, observe_tool_call, truncated_reason
 
@@ -209,6 +209,6 @@ def _messages(attrs: Mapping[str, Any], prefix: str) -> list[dict[str, Any]]:
             break
         if content is ABSENT or content == sc.OI_REDACTED:
             continue
-        messages.append({"role": str(role if role is not ABSENT else "user"),
+        messages.append({"role": role_of(role) if role is not ABSENT else "user",
                          "content": content})
     return messages
