@@ -51,7 +51,8 @@ UNMARKED_REASON = (
     "(gen_ai.operation.name chat/text_completion/generate_content, openinference.span.kind "
     "LLM, llm.request.type chat/completion) and no messages tracescore can read. Turn on the "
     "instrumentation's GenAI conventions, or decorate the model call with @tracescore.llm")
-_MODEL_KEYS = (sc.GEN_AI_REQUEST_MODEL, sc.GEN_AI_SYSTEM, sc.GEN_AI_PROVIDER_NAME, sc.LLM_MODEL_NAME)
+_MODEL_KEYS = (sc.GEN_AI_REQUEST_MODEL, sc.GEN_AI_SYSTEM, sc.GEN_AI_PROVIDER_NAME,
+               sc.LLM_MODEL_NAME)
 _ROLES = {"human": "user", "ai": "assistant", "model": "assistant", "bot": "assistant",
           "developer": "system", "tool-response": "tool", "tool_response": "tool",
           "function": "tool", "ipython": "tool", "tool-call": "assistant",

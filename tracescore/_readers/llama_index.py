@@ -14,8 +14,8 @@ What LlamaIndex's spans mean, beyond their OpenInference kinds:
   (``retrieval.documents.N.document.content``): ``_retrieve`` is not a retrieval of its own.
 - A query engine's root (``RetrieverQueryEngine.query``) carries the question and the answer
   as text; an agent workflow's root (``FunctionAgent.run``, ``AgentWorkflow.run``) carries its
-  start state and a cut repr of its ``StopEvent``: its turn is read from the model calls
-  beneath it (``_turns.finish``).
+  start state and a cut repr of its ``StopEvent``: the general turn model reads its turn from
+  the model calls beneath it (``_turns.finish``), nothing here.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from typing import Any
 
 from .. import _semconv as sc
 from .._trace_buffer import Beneath
-from ._base import Content, attributes_of, scope_name
+from ._base import attributes_of, scope_name
 from .openinference import OpenInferenceReader
 
 SCOPE = "openinference.instrumentation.llama_index"
@@ -68,14 +68,3 @@ class LlamaIndexReader(OpenInferenceReader):
             if method in _INTERNAL_ROOTS and owner.endswith(_INTERNAL_OWNERS):
                 return None
         return kind
-
-    def read(self, span: Any, kind: str | None) -> Content:
-        content = super().read(span, kind)
-        if kind == "agent" and content.missing is None and not isinstance(content.input, str):
-            # A workflow's start state, not what the user asked: read the turn from its model
-            # calls instead (_turns.finish).
-            return Content(error=content.error, missing=(
-                f"not scorable: span {getattr(span, 'name', '')!r} (instrumentation {SCOPE!r}) "
-                f"carries the workflow's start state in {sc.INPUT_VALUE}, not the user's "
-                "question"))
-        return content
