@@ -138,7 +138,7 @@ def test_missed_threshold_is_scored_and_fails_only_on_request(workdir: Path) -> 
     )
     proc = tracescore_cli(*args, cwd=workdir)
     assert proc.returncode == 0, proc.stderr
-    assert "verdict: scored" in proc.stdout
+    assert "verdict: warned" in proc.stdout
     assert "is below the threshold 0.99" in proc.stdout
     cases = junit_cases(workdir / "junit.xml")
     failure = cases["content-similarity"].find("failure")
@@ -148,8 +148,10 @@ def test_missed_threshold_is_scored_and_fails_only_on_request(workdir: Path) -> 
     assert message.startswith("content-similarity: mean 0.") and "threshold 0.99" in message
     # The item that pulled the mean down is named.
     assert "item italy: score 0.6667: " in (failure.text or "")
-    proc = tracescore_cli(*args, "--fail-on-scored", cwd=workdir)
+    proc = tracescore_cli(*args, "--fail-on-warned", cwd=workdir)
     assert proc.returncode == 1
+    # the flag's name when the verdict was called 'scored' is still accepted
+    assert tracescore_cli(*args, "--fail-on-scored", cwd=workdir).returncode == 1
 
 
 def test_failed_gate_exits_1_and_junit_names_it(workdir: Path) -> None:
@@ -192,7 +194,7 @@ def test_target_errors_are_reported_in_junit(workdir: Path) -> None:
         cwd=workdir,
     )
     assert proc.returncode == 0, proc.stderr  # scored, not failed: no gate
-    assert "verdict: scored" in proc.stdout
+    assert "verdict: warned" in proc.stdout
     failure = junit_cases(workdir / "junit.xml")["target"].find("failure")
     assert failure is not None and failure.get("type") == "target_error"
     assert "item italy: RuntimeError: the agent fell over" in (failure.text or "")
@@ -291,6 +293,18 @@ def test_scorers_command_lists_ids(workdir: Path) -> None:
     ids = proc.stdout.split()
     assert {"answer-relevancy", "content-similarity", "context-precision"} <= set(ids)
     assert ids == sorted(ids)
+
+
+def test_version_flag_prints_the_package_version(workdir: Path) -> None:
+    import tracescore
+
+    proc = tracescore_cli("--version", cwd=workdir)
+    assert proc.returncode == 0
+    assert proc.stdout.strip() == f"tracescore {tracescore.__version__}"
+    # one place: the version the installed metadata (pyproject's dynamic version) reports
+    pyproject = (REPO / "pyproject.toml").read_text(encoding="utf-8")
+    assert 'dynamic = ["version"]' in pyproject
+    assert tracescore.__version__.count(".") == 2
 
 
 def test_llm_scorer_with_judge_flag(workdir: Path, judge_server: JudgeServer) -> None:
@@ -446,10 +460,10 @@ def test_python_dash_m_and_main_agree(
             "agent_mod:answer",
             "--scorer",
             "content-similarity:0.99",
-            "--fail-on-scored",
+            "--fail-on-warned",
             "--no-progress",
             "--no-trace",
         ]
     )
     assert code == 1
-    assert "verdict: scored" in capsys.readouterr().out
+    assert "verdict: warned" in capsys.readouterr().out

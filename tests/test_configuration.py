@@ -5,12 +5,19 @@ keywords of the previous release still work, with a ``DeprecationWarning``."""
 from __future__ import annotations
 
 import dataclasses
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 import tracescore
 from tracescore.testing import runtime
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(autouse=True)
@@ -110,3 +117,39 @@ class _Scorer:
 
     async def arun(self, **kwargs: Any) -> Any:  # pragma: no cover - never run
         raise NotImplementedError
+
+
+_CONFIGURE_AGAIN = """
+import logging, sys
+logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
+import tracescore
+
+@tracescore.agent
+def answer(question):
+    return question
+
+tracescore.configure()                        # the file default: spans, logs and metrics files
+answer("first")
+tracescore.configure()                        # a notebook cell run again
+answer("second")
+tracescore.configure(service_name="renamed")  # another resource: another tracer provider
+answer("third")
+print("done")
+"""
+
+
+def test_configure_again_replaces_without_opentelemetry_warnings(tmp_path: Path) -> None:
+    # At interpreter exit too: the replaced configuration's providers must not be shut down a
+    # second time by the SDK's own exit hooks, and no global provider is set twice.
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("TRACESCORE_", "OTEL_"))}
+    env.update(LITELLM_OFFLINE_MODE="true", PYTHONPATH=str(ROOT))
+    proc = subprocess.run([sys.executable, "-W", "always", "-c", _CONFIGURE_AGAIN],
+                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "done"
+    assert proc.stderr == ""
+    spans = [span["name"]
+             for line in (tmp_path / "tracescore-traces.jsonl").read_text("utf-8").splitlines()
+             for rs in json.loads(line)["resourceSpans"]
+             for ss in rs["scopeSpans"] for span in ss["spans"]]
+    assert spans == ["invoke_agent answer"] * 3  # every configuration exported its span

@@ -132,7 +132,7 @@ def test_means_are_unrounded_over_scored_items_in_data_order() -> None:
 
 @pytest.mark.parametrize(
     ("threshold", "verdict"),
-    [(0.5, "passed"), (0.6, "passed"), (0.61, "scored")],
+    [(0.5, "passed"), (0.6, "passed"), (0.61, "warned")],
 )
 def test_threshold_compared_with_the_mean(threshold: float, verdict: str) -> None:
     scorer = fixed("fixed", {"a": 1.0, "b": 0.4, "c": 0.4})  # mean 0.6
@@ -149,7 +149,7 @@ def test_threshold_compared_with_the_mean(threshold: float, verdict: str) -> Non
         "fail" if threshold > 0.4 else "pass",
         "fail" if threshold > 0.4 else "pass",
     ]
-    if verdict == "scored":
+    if verdict == "warned":
         assert result.reasons == ("fixed: mean 0.6 is below the threshold 0.61",)
         assert not result.passed
 
@@ -161,7 +161,7 @@ def test_lower_is_better_threshold_is_a_maximum() -> None:
     assert ok.verdict == "passed" and ok.scores["hallucination-like"] == pytest.approx(0.2)
     assert [r.scores["hallucination-like"].label for r in ok.items] == ["pass", "fail"]
     bad = run(data=data, scorers=[{"scorer": hallucination, "threshold": 0.15}], target=lambda x: x)
-    assert bad.verdict == "scored"
+    assert bad.verdict == "warned"
     assert bad.reasons == (
         "hallucination-like: mean 0.2 is above the threshold 0.15 (lower is better)",
     )
@@ -206,7 +206,7 @@ def test_verdict_combines_gates_thresholds_and_errors() -> None:
     result = run(
         data=data, scorers=[{"scorer": weak, "threshold": 0.5}], gates=[gate], target=lambda x: x
     )
-    assert result.verdict == "scored"
+    assert result.verdict == "warned"
     failing_gate = fixed("gate-bad", {"a": 1.0, "b": 0.0})
     result = run(
         data=data,
@@ -338,7 +338,7 @@ def test_target_errors_are_recorded_and_their_scorers_skipped() -> None:
     assert "ValueError: no answer for you" in bad.scores["probe"].reason
     assert result.scores == {"probe": 1.0}
     assert result.scorers["probe"].skipped == 1 and result.scorers["probe"].passed
-    assert result.verdict == "scored"
+    assert result.verdict == "warned"
     assert result.reasons == ("the target raised on 1 of 3 item(s) (ValueError: 1)",)
     # A gate cannot vouch for an item it could not judge.
     gated = run(data=data, scorers=[], gates=[ProbeScorer(id="probe")], target=target)
@@ -505,7 +505,7 @@ def test_llm_scorers_with_scripted_judge(judge_server: JudgeServer, judge: Any) 
         "results": [{"result": "yes", "reason": "scripted"}, {"result": "no", "reason": "scripted"}]
     }
     assert relevance.label == "fail"
-    assert result.verdict == "scored"
+    assert result.verdict == "warned"
     assert result.reasons == (
         f"answer-relevancy: mean {result.scores['answer-relevancy']:.4g} is below the "
         "threshold 0.7",
@@ -527,7 +527,7 @@ def test_judge_failure_is_an_error_for_that_item_only(
     failed = result.items[1].scores["answer-relevancy"]
     assert (failed.status, failed.error_type) == ("error", "judge_unavailable")
     assert result.scorers["answer-relevancy"].errors == 1
-    assert result.verdict == "scored"
+    assert result.verdict == "warned"
     # As a gate, the judge failure fails the run (and so do the imperfect answers).
     gated = run(data=data, scorers=[], gates=[relevancy], target=answers.__getitem__)
     assert gated.verdict == "failed"
@@ -859,7 +859,7 @@ def test_traced_run_has_an_experiment_span_item_spans_and_events() -> None:
         "tracescore.experiment.name": "capitals",
         "tracescore.experiment.items": 3,
         "tracescore.experiment.concurrency": 2,
-        "tracescore.experiment.verdict": "scored",
+        "tracescore.experiment.verdict": "warned",
         "tracescore.experiment.target_errors": 1,
     }
     assert eval_events(root) == []
@@ -981,7 +981,7 @@ def test_report_dict_is_json_and_complete() -> None:
         target=lambda x: Odd() if isinstance(x, dict) else 1 / 0,
     )
     report = json.loads(json.dumps(result.to_dict()))
-    assert report["verdict"] == "scored" and report["passed"] is False
+    assert report["verdict"] == "warned" and report["passed"] is False
     assert report["experiment"]["id"] == result.experiment_id
     first, second = report["items"]
     assert first["input"] == {"q": "a"} and first["output"] == "<Odd>"
@@ -1003,11 +1003,12 @@ def test_assert_passed_message_shows_the_table() -> None:
         assert_passed(result)
     message = str(info.value)
     assert message == failure_message(result)
-    assert "evaluation 'demo' did not pass: verdict 'scored'" in message
+    assert "evaluation 'demo' did not pass: verdict 'warned'" in message
     assert re.search(r"fixed\s+0\.5500\s+>= 0\.8\s+2\s+0\s+0\s+0\s+FAIL", message)
     assert "fixed: mean 0.55 is below the threshold 0.8" in message
     assert "weak-item: input='b'" in message and "fixed: 0.1 (scripted 0.1)" in message
-    assert_passed(result, allow_scored=True)
+    assert_passed(result, allow_warned=True)
+    assert_passed(result, allow_scored=True)  # the name of earlier releases
 
 
 def test_eval_runner_records_user_properties() -> None:

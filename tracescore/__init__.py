@@ -22,7 +22,6 @@ from typing import TYPE_CHECKING, Any
 from ._blocks import SpanBlock, span
 from ._config import (
     Tracescore,
-    __version__,
     configure,
     force_flush,
     shutdown,
@@ -48,6 +47,7 @@ from ._judge import Judge
 from ._options import ContentOptions, ExportOptions, LimitsOptions, RedactionOptions
 from ._rules import ScoringRule
 from ._stats import Stats
+from ._version import __version__
 from ._writers.callback import ScoreEvent
 
 if TYPE_CHECKING:

@@ -1,7 +1,7 @@
 """The ``tracescore`` command line: ``tracescore eval`` runs ``run_evals`` for CI.
 
-Exit codes: 0 when the verdict is ``passed`` (or ``scored`` without ``--fail-on-scored``), 1 when
-it is ``failed`` (or ``scored`` with ``--fail-on-scored``), 2 when the run could not be made (bad
+Exit codes: 0 when the verdict is ``passed`` (or ``warned`` without ``--fail-on-warned``), 1 when
+it is ``failed`` (or ``warned`` with ``--fail-on-warned``), 2 when the run could not be made (bad
 arguments, data, target or scorer; a missing judge).
 """
 
@@ -24,6 +24,7 @@ from ._cli_judge import add_judge_options, judge_from_args
 from ._cli_paths import check_outputs, write_output
 from ._cli_rescore import add_rescore_parser, run_rescore
 from ._cli_scorers import UsageError, available_scorers, build_scorer, parse_scorer
+from ._version import __version__
 
 __all__ = ["EXIT_FAILED", "EXIT_PASSED", "EXIT_USAGE", "main"]
 
@@ -38,6 +39,7 @@ def _parser() -> argparse.ArgumentParser:
         prog="tracescore",
         description="tracescore: quality scores for LLM agents, online and in CI.",
     )
+    parser.add_argument("--version", action="version", version=f"tracescore {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     commands.required = True
 
@@ -46,8 +48,8 @@ def _parser() -> argparse.ArgumentParser:
         help="run a target over a dataset, score it, and exit with the verdict",
         description=(
             "Call TARGET with each item's input, score every output, print a table and exit "
-            "0 (passed), 1 (failed; or scored with --fail-on-scored) or 2 (could not run). "
-            "Verdict: failed when a gate does not reach its best score on every item; scored "
+            "0 (passed), 1 (failed; or warned with --fail-on-warned) or 2 (could not run). "
+            "Verdict: failed when a gate does not reach its best score on every item; warned "
             "when a threshold is missed or anything raised; passed otherwise."
         ),
     )
@@ -91,8 +93,11 @@ def _parser() -> argparse.ArgumentParser:
                     help="write a self-contained HTML report: score distributions per scorer, "
                     "the failing items with input, output, score and reason")
     ev.add_argument(
-        "--fail-on-scored", action="store_true", help="exit 1 on the verdict 'scored' too"
+        "--fail-on-warned", action="store_true", help="exit 1 on the verdict 'warned' too"
     )
+    # the name of earlier releases, when this verdict was called 'scored'
+    ev.add_argument("--fail-on-scored", dest="fail_on_warned", action="store_true",
+                    help=argparse.SUPPRESS)
     ev.add_argument(
         "--progress",
         action=argparse.BooleanOptionalAction,
@@ -280,7 +285,7 @@ def _run_eval(args: argparse.Namespace) -> int:
         if path:
             write_output(option, path, write, result)
             print(f"{label}: {path}")
-    if result.verdict == "failed" or (result.verdict == "scored" and args.fail_on_scored):
+    if result.verdict == "failed" or (result.verdict == "warned" and args.fail_on_warned):
         return EXIT_FAILED
     return EXIT_PASSED
 

@@ -37,11 +37,11 @@ from ._rules import CompiledRule, ScoringRule
 from ._runtime import RUNTIME, Runtime
 from ._stats import Stats
 from ._telemetry import Telemetry
+from ._version import __version__
 from ._writers.callback import ScoreEvent
 
 logger = logging.getLogger("tracescore")
 
-__version__ = "0.1.0"
 
 _OI_PROJECT = sc.OPENINFERENCE_PROJECT_NAME
 

@@ -175,7 +175,10 @@ def build(*, resource: Any, logger_provider: Any, export_from_env: bool,
             from ._cutoff import CountingLogExporter, CountingLogProcessor
 
             exporter, description = chosen
-            provider = LoggerProvider(resource=resource)
+            # shutdown_on_exit=False: tracescore's exit hook shuts it down within its deadline,
+            # and a configure() that replaces this one already did (the SDK's own hook would
+            # shut it down a second time, with a warning).
+            provider = LoggerProvider(resource=resource, shutdown_on_exit=False)
             dest.log_processor = CountingLogProcessor(CountingLogExporter(exporter))
             provider.add_log_record_processor(dest.log_processor)
             dest.logger_provider = provider
@@ -196,6 +199,7 @@ def build(*, resource: Any, logger_provider: Any, export_from_env: bool,
             dest.meter_provider = MeterProvider(
                 resource=resource,
                 metric_readers=[PeriodicExportingMetricReader(dest.metric_exporter)],
+                shutdown_on_exit=False,  # as the LoggerProvider above
             )
             dest.owned_meter_provider = True
             dest.metrics_description = description

@@ -222,7 +222,7 @@ def run_evals(
       (``higher_is_better=False``, e.g. hallucination).
     - **Gates** must reach their best score on every item: a mean of ``scale`` (1.0 by default;
       0 for lower-is-better scorers), with no failed or skipped item and at least one scored.
-    - **Verdict**: ``failed`` when a gate is not met; else ``scored`` when a threshold is
+    - **Verdict**: ``failed`` when a gate is not met; else ``warned`` when a threshold is
       missed (or no item could be scored), a scorer failed on any item, or the target raised on
       any item; else ``passed``. ``result.reasons`` says why.
 

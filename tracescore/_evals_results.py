@@ -30,7 +30,7 @@ __all__ = [
     "result_to_dict",
 ]
 
-Verdict = Literal["passed", "scored", "failed"]
+Verdict = Literal["passed", "warned", "failed"]
 ItemStatus = Literal["scored", "not_scorable", "error", "skipped"]
 
 
@@ -183,7 +183,7 @@ class EvalResult:
             and ``scorers``: scorer id -> ``scored``, ``not_scorable``, ``errors``,
             ``skipped``, ``error_types``, ``mean``, ``threshold``, ``gate``,
             ``higher_is_better``, ``scale``, ``passed``, ``problems``.
-        verdict: ``passed``, ``scored`` or ``failed`` (see ``run_evals``).
+        verdict: ``passed``, ``warned`` or ``failed`` (see ``run_evals``).
         reasons: why the verdict is not ``passed``, one sentence each.
         items: one ``EvalItemResult`` per data item, in data order.
         scorers: scorer id -> ``ScorerSummary`` (the typed form of ``summary["scorers"]``).

@@ -308,7 +308,7 @@ def decide_verdict(
     summaries: list[ScorerSummary], results: list[EvalItemResult] | RunTally
 ) -> tuple[Verdict, tuple[str, ...]]:
     """``failed`` when a gate failed or a scorer scored no item at all (nothing was judged:
-    a CI run must not pass on it); ``scored`` when a threshold was missed, a scorer failed on
+    a CI run must not pass on it); ``warned`` when a threshold was missed, a scorer failed on
     some items or the target raised; else ``passed``. Returns the verdict and its reasons."""
     if isinstance(results, RunTally):
         total, errors = results.total, results.target_errors
@@ -327,5 +327,5 @@ def decide_verdict(
     if failed:
         return "failed", tuple(failed + scored)
     if scored:
-        return "scored", tuple(scored)
+        return "warned", tuple(scored)
     return "passed", ()

@@ -46,21 +46,26 @@ def _short(value: Any, limit: int = 80) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def assert_passed(result: EvalResult, *, allow_scored: bool = False) -> None:
+def assert_passed(
+    result: EvalResult, *, allow_warned: bool = False, allow_scored: bool | None = None
+) -> None:
     """Assert that an evaluation passed, with the per-scorer table as the failure message.
 
     Args:
         result: what ``run_evals`` returned.
-        allow_scored: also accept the verdict ``scored`` (thresholds missed or errors, but
+        allow_warned: also accept the verdict ``warned`` (thresholds missed or errors, but
             every gate met). Default False.
+        allow_scored: the earlier name of ``allow_warned`` (the verdict was called
+            ``scored``); still accepted, ``allow_warned`` wins when both are given.
 
     Raises:
-        AssertionError: the verdict is ``failed`` (or ``scored`` unless ``allow_scored``).
+        AssertionError: the verdict is ``failed`` (or ``warned`` unless ``allow_warned``).
 
     Example:
         >>> assert_passed(tracescore.run_evals(data=data, scorers=[scorer], target=agent))
     """
-    if result.verdict == "passed" or (allow_scored and result.verdict == "scored"):
+    allow = allow_warned or bool(allow_scored)
+    if result.verdict == "passed" or (allow and result.verdict == "warned"):
         return
     raise AssertionError(failure_message(result))
 
@@ -98,7 +103,9 @@ class EvalRunner:
         return self._record(await arun_evals(**kwargs))
 
     @staticmethod
-    def assert_passed(result: EvalResult, *, allow_scored: bool = False) -> None:
+    def assert_passed(
+        result: EvalResult, *, allow_warned: bool = False, allow_scored: bool | None = None
+    ) -> None:
         """See ``tracescore.testing.assert_passed``."""
-        assert_passed(result, allow_scored=allow_scored)
+        assert_passed(result, allow_warned=allow_warned, allow_scored=allow_scored)
 
