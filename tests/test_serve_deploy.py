@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -107,3 +108,21 @@ def test_completeness_windows_outlast_the_collectors_retry_gap() -> None:
         gap = float(retry["max_interval"].rstrip("s")) * (1 + retry["randomization_factor"])
         for trace in (defaults, example):
             assert trace.settle_after_root > gap and trace.idle > gap, (name, gap, trace)
+
+
+def test_the_check_command_of_the_serve_page_runs_as_printed(tmp_path: Path) -> None:
+    # docs/serve.md's first commands, from the repository root in a shell with no token set:
+    # every line but the install and the long-running serve (so: the token, then --check).
+    page = (DEPLOY.parent / "docs" / "serve.md").read_text(encoding="utf-8")
+    block = page.split("```bash\n", 1)[1].split("```", 1)[0]
+    lines = [line for line in block.splitlines()
+             if line.strip() and not line.startswith(("#", "pip "))
+             and (not line.startswith("tracescore serve") or "--check" in line)]
+    assert any("--check" in line for line in lines) and len(lines) >= 2
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("TRACESCORE_", "OTEL_"))}
+    env.update(LITELLM_OFFLINE_MODE="true", PYTHONPATH=str(DEPLOY.parent))
+    script = "set -e\ntracescore() { \"$PYTHON\" -m tracescore \"$@\"; }\n" + "\n".join(lines)
+    env["PYTHON"] = sys.executable
+    proc = subprocess.run(["bash", "-c", script], cwd=DEPLOY.parent, env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr

@@ -4,7 +4,7 @@ Decorate agents, retrievals, tools and model calls; pick a fraction of traces wi
 ``ScoringRule``s; scorers judge them in the background and each score lands on the span it
 judges as a ``gen_ai.evaluation.result`` event, exported over OTLP.
 
-Example:
+Examples:
     >>> import tracescore
     >>> from tracescore.scorers import create_answer_relevancy_scorer
     >>> tracescore.configure(

@@ -199,7 +199,7 @@ def span(name: str, *, kind: str | None = None, attributes: dict[str, Any] | Non
     Raises:
         ConfigurationError: an empty name, an unknown kind, attributes that are not a dict.
 
-    Example:
+    Examples:
         >>> with tracescore.span("support-bot", kind="agent") as turn:
         ...     turn.set_input(question)
         ...     turn.set_output(reply)

@@ -566,7 +566,7 @@ def calibrate(
         ConfigurationError: unreadable data, an unknown scorer id, a state file written for
             another scorer or judge, or an option out of range.
 
-    Example:
+    Examples:
         >>> result = tracescore.calibrate("labelled.jsonl", "faithfulness",
         ...                               judge="openai/gpt-4o-mini", state_file="cal.state")
         >>> print(result.table())

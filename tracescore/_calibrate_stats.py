@@ -112,7 +112,7 @@ def cohen_kappa(tp: int, fp: int, fn: int, tn: int) -> float | None:
     Returns:
         ``(p_o - p_e) / (1 - p_e)``; None when the table is empty or ``p_e`` is 1.
 
-    Example:
+    Examples:
         >>> cohen_kappa(4, 1, 1, 4)   # p_o = 0.8, p_e = 0.5
         0.6
     """
@@ -173,7 +173,7 @@ def best_threshold(
         The best ``Agreement``; None without pairs, when the humans gave one label only, or
         when no threshold that separates the items beats chance.
 
-    Example:
+    Examples:
         >>> best_threshold([(0.2, False), (0.6, True), (0.4, True)], 0.5).threshold
         0.4
     """
@@ -197,7 +197,7 @@ def best_threshold(
 def kappa_band(kappa: float | None) -> str:
     """Landis and Koch's (1977) name for a kappa value.
 
-    Example:
+    Examples:
         >>> kappa_band(0.6)
         'moderate'
     """
@@ -225,7 +225,7 @@ def wilson_interval(
     Returns:
         ``(low, high)`` in 0..1, or None when ``n`` is 0.
 
-    Example:
+    Examples:
         >>> tuple(round(x, 3) for x in wilson_interval(9, 10))
         (0.596, 0.982)
     """
@@ -283,7 +283,7 @@ def mcnemar_p(gained: int, lost: int) -> float:
     """The exact two-sided McNemar p-value for ``gained`` items that one labelling gets right
     and the other wrong against ``lost`` the other way round (McNemar 1947).
 
-    Example:
+    Examples:
         >>> round(mcnemar_p(9, 1), 4)
         0.0215
     """
@@ -312,7 +312,7 @@ def balanced_mcnemar_p(gained_pass: int, lost_pass: int, gained_fail: int, lost_
         gained_fail, lost_fail: human-fail items that became right / wrong.
         human_pass, human_fail: items humans passed / failed (both > 0).
 
-    Example:
+    Examples:
         >>> round(balanced_mcnemar_p(5, 0, 4, 1, 20, 20), 4) == round(mcnemar_p(9, 1), 4)
         True
     """

@@ -299,7 +299,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     Returns:
         The exit code: 0 passed, 1 failed, 2 usage or configuration error.
 
-    Example:
+    Examples:
         ``tracescore eval data.jsonl --target agent:answer --scorer content-similarity:0.8
         --gate answer-relevancy --judge openai/gpt-4o-mini --junit evals.xml``
     """

@@ -482,7 +482,7 @@ def configure(
         ConfigurationError: an explicit argument is invalid (the message says what to pass).
         TypeError: an unknown keyword argument.
 
-    Example:
+    Examples:
         >>> tracescore.configure(
         ...     service_name="support-bot",
         ...     judge="openai/gpt-4o-mini",

@@ -26,7 +26,7 @@ def bind_context(func: Callable[..., T]) -> Callable[..., T]:
         A callable with the same arguments and return value; each call runs in a fresh copy
         of the captured context, so concurrent calls do not interfere.
 
-    Example:
+    Examples:
         >>> with ThreadPoolExecutor() as pool:
         ...     docs = list(pool.map(tracescore.bind_context(search), queries))
     """

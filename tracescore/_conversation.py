@@ -65,7 +65,7 @@ def conversation(conversation_id: str | None = None, *, session_id: str | None =
     Raises:
         ConfigurationError: an id that is not a string (backends compare ids as strings).
 
-    Example:
+    Examples:
         >>> with tracescore.conversation("chat-42", user_id="u-7"):
         ...     answer("How do I reset my password?")
     """

@@ -50,7 +50,7 @@ async def run_cpu(fn: Callable[..., T], *args: Any) -> T:
     Raises:
         Whatever ``fn`` raises. Cancelling the caller stops waiting, not ``fn``.
 
-    Example:
+    Examples:
         >>> await run_cpu(sorted, big_list)  # doctest: +SKIP
     """
     loop = asyncio.get_running_loop()

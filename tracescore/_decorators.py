@@ -279,7 +279,7 @@ def _has_more(result: Any, count: int) -> bool:
 
 
 def _record_documents(span: Span, docs: list[Any], limit: int) -> None:
-    # Each document's content is written once, here: the contract puts it in
+    # Each document's content is written once, here: the documented form puts it in
     # gen_ai.retrieval.documents, one value under one length limit. Writing it into the
     # flattened form too doubled every retrieval span's size on the wire.
     # Absent fields are left out, never written as null (the conventions' schema has no nulls).
@@ -607,7 +607,7 @@ def _trace_gen(spec: _Spec, wrapped: Any, instance: Any, args: Any, kwargs: Any,
 
     The span starts at the first ``next()``, not at the call: a generator that is never
     iterated never runs its ``finally``, so a span started at the call would never end. Its
-    duration is the stream's, from first item to exhaustion or close (CONTRACT section 2)."""
+    duration is the stream's, from first item to exhaustion or close (docs/decorators.md)."""
     opened = _open_stream(spec, wrapped, instance, args, kwargs, parent)
     if opened is None:
         return (yield from wrapped(*args, **kwargs))
@@ -721,7 +721,7 @@ def agent(
     The span carries ``gen_ai.operation.name=invoke_agent``, ``gen_ai.agent.name`` and
     ``openinference.span.kind=AGENT``; scoring rules with ``on="agent"`` judge it.
 
-    Example:
+    Examples:
         >>> @tracescore.agent(name="support-bot")
         ... def answer(question: str) -> str: ...
     """
@@ -758,7 +758,7 @@ def retrieval(
             process: ``INTERNAL``. Default True.
         data_source: the index or store searched, recorded as ``gen_ai.data_source.id``.
 
-    Example:
+    Examples:
         >>> @tracescore.retrieval(data_source="kb-articles")
         ... def search(query: str, k: int = 4) -> list[str]: ...
     """
@@ -780,7 +780,7 @@ def tool(
     """Trace a tool call: span ``execute_tool {name}`` with ``gen_ai.tool.name`` and, with
     content capture on, ``gen_ai.tool.call.arguments`` and ``gen_ai.tool.call.result``.
 
-    Example:
+    Examples:
         >>> @tracescore.tool(name="lookup_order")
         ... def lookup_order(order_id: str) -> dict: ...
     """
@@ -822,7 +822,7 @@ def llm(
     or a ``prompt``/``input``/``question``/``query`` string; the reply is the returned string,
     message dict or ``ChatCompletion``.
 
-    Example:
+    Examples:
         >>> @tracescore.llm(model="gpt-4o-mini", provider="openai")
         ... def call_model(messages: list[dict]) -> str: ...
     """

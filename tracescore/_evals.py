@@ -82,7 +82,7 @@ async def arun_evals(
 ) -> EvalResult:
     """The async form of ``run_evals``, with the same arguments, result and errors.
 
-    Example:
+    Examples:
         >>> result = await tracescore.arun_evals(data=data, scorers=[scorer], target=agent)
     """
     stream = stream_items(data)
@@ -282,7 +282,7 @@ def run_evals(
             file, a non-scorer in ``scorers``/``gates``, two scorers with one id, a scorer
             needing a ground truth when no item has one, a bad ``concurrency``, ...
 
-    Example:
+    Examples:
         >>> from tracescore.scorers import create_content_similarity_scorer
         >>> result = tracescore.run_evals(
         ...     data=[{"input": "What is the capital of France?", "ground_truth": "Paris"}],

@@ -193,7 +193,7 @@ class EvalResult:
         source: the data file path, when data came from a file.
         trace_id: the experiment span's trace id (32 hex digits), when traced.
 
-    Example:
+    Examples:
         >>> result = tracescore.run_evals(data=data, scorers=[scorer], target=agent)
         >>> result.verdict, result.scores
         ('passed', {'content-similarity': 0.93})

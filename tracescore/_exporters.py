@@ -82,7 +82,7 @@ class FileSpanExporter(SpanExporter):
         ConfigurationError: ``max_bytes`` or ``backup_count`` is not a positive integer (a
             ``ValueError``).
 
-    Example:
+    Examples:
         >>> tracescore.configure(exporter=tracescore.FileSpanExporter(
         ...     "traces.jsonl", max_bytes=10_000_000, backup_count=2))
     """
@@ -245,7 +245,7 @@ class FileLogExporter(_log_exporter_base()):  # type: ignore[misc]
         max_bytes: as ``FileSpanExporter`` (``TRACESCORE_EXPORT_FILE_MAX_BYTES``).
         backup_count: as ``FileSpanExporter`` (``TRACESCORE_EXPORT_FILE_BACKUP_COUNT``).
 
-    Example:
+    Examples:
         >>> exporter = FileLogExporter("scores.jsonl")
     """
 
@@ -348,7 +348,7 @@ class FileMetricExporter(_metric_exporter_base()):  # type: ignore[misc]
         max_bytes: as ``FileSpanExporter`` (``TRACESCORE_EXPORT_FILE_MAX_BYTES``).
         backup_count: as ``FileSpanExporter`` (``TRACESCORE_EXPORT_FILE_BACKUP_COUNT``).
 
-    Example:
+    Examples:
         >>> exporter = FileMetricExporter("metrics.jsonl")
     """
 

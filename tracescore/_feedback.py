@@ -137,7 +137,7 @@ def record_feedback(
         ConfigurationError: no span or trace id, an invalid id, an empty name, neither score
             nor label, or a score that is not a finite number.
 
-    Example:
+    Examples:
         >>> @tracescore.agent
         ... def answer(question: str) -> str:
         ...     ids.append(trace.get_current_span().get_span_context())

@@ -31,7 +31,7 @@ def fingerprint(*parts: Any) -> str:
     Returns:
         e.g. ``"3f2a9c1b0d4e"``.
 
-    Example:
+    Examples:
         >>> fingerprint("answer-relevancy", {"scale": 1}) == fingerprint(
         ...     "answer-relevancy", {"scale": 1})
         True

@@ -46,7 +46,7 @@ def histogram(scores: list[float], scale: float, labels: list[str | None] | None
     Returns:
         One dict per bin: ``low``, ``high`` (its bounds), ``count``, ``pass``, ``fail``.
 
-    Example:
+    Examples:
         >>> [b["count"] for b in histogram([0.0, 0.55, 1.0], 1.0, bins=2)]
         [1, 2]
     """

@@ -83,7 +83,7 @@ def cap_kwargs(
         words what was cut (``"output to its first 50,000 of 10,485,760 characters"``), empty
         when nothing was.
 
-    Example:
+    Examples:
         >>> cap_kwargs({"output": "x" * 10}, InputCaps(max_length=4))
         ({'output': 'xxxx'}, ['output to its first 4 of 10 characters'])
     """

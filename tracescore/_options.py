@@ -114,7 +114,7 @@ class ContentOptions:
     Raises:
         ConfigurationError: a value of the wrong type or out of range.
 
-    Example:
+    Examples:
         >>> tracescore.configure(content=tracescore.ContentOptions(max_length=4096))
     """
 
@@ -170,7 +170,7 @@ class LimitsOptions:
     Raises:
         ConfigurationError: a value is not a positive number (or integer where one is needed).
 
-    Example:
+    Examples:
         >>> tracescore.configure(limits=tracescore.LimitsOptions(max_concurrency=4))
     """
 
@@ -240,7 +240,7 @@ class ExportOptions:
     Raises:
         ConfigurationError: a value of the wrong type or out of range.
 
-    Example:
+    Examples:
         >>> tracescore.configure(export=tracescore.ExportOptions(retry=False))
     """
 
@@ -323,7 +323,7 @@ class RedactionOptions:
     Raises:
         ConfigurationError: a pattern does not compile, or ``callback`` is not callable.
 
-    Example:
+    Examples:
         >>> tracescore.configure(redaction=tracescore.RedactionOptions(patterns=[r"cust-\\d+"]))
     """
 

@@ -9,7 +9,7 @@ public constructors; where a field is missing or holds something else, the funct
 use the public API for good (slower, same results). No other module touches an SDK field whose
 name starts with an underscore (``_suppress`` handles the API's private context key itself).
 
-Example:
+Examples:
     >>> from tracescore._otel_compat import span_context
     >>> span_context(span).trace_id  # doctest: +SKIP
 """

@@ -132,7 +132,7 @@ def is_secret_key(key: str) -> bool:
     Returns:
         True when values under that name must not leave the process.
 
-    Example:
+    Examples:
         >>> is_secret_key("openai_key"), is_secret_key("X-Api-Key"), is_secret_key("max_tokens")
         (True, True, False)
     """
@@ -502,7 +502,7 @@ def is_judge_secret_kwarg(name: str) -> bool:
     """Whether a litellm argument ``name`` may hold a credential: secret-named arguments and
     the header arguments (``max_tokens`` and friends are request parameters).
 
-    Example:
+    Examples:
         >>> is_judge_secret_kwarg("api_key"), is_judge_secret_kwarg("max_tokens")
         (True, False)
     """
@@ -1041,7 +1041,7 @@ def redact_text(text: str) -> str:
         The redacted text (the same object when nothing was found and no callback is set).
         Never raises: if a rule fails, the whole text is ``[REDACTED]``.
 
-    Example:
+    Examples:
         >>> redact_text("curl -H 'Authorization: Bearer abcdefgh12345'")
         "curl -H 'Authorization: Bearer [REDACTED]'"
     """
@@ -1083,7 +1083,7 @@ def bounded_text(value: Any, limit: int = MAX_NAME_LENGTH) -> str:
         limit: characters kept, at least 32; ``MAX_NAME_LENGTH`` (256) by default,
             ``MAX_TEXT_LENGTH`` (4,096) for free texts.
 
-    Example:
+    Examples:
         >>> bounded_text("x" * 300)[-27:]
         'xxxx...[truncated 44 chars]'
     """
@@ -1118,7 +1118,7 @@ def redact_name(name: str) -> str:
     remembered for up to 1,024 names of at most 64 characters while the rules stay the same
     and no callback is set (names repeat on every call; values do not).
 
-    Example:
+    Examples:
         >>> redact_name("question")
         'question'
     """

@@ -209,7 +209,7 @@ class ScoringRule:
         TypeError: an argument was passed by position (14 fields make positions unreadable
             and fragile when a field is added).
 
-    Example:
+    Examples:
         >>> tracescore.ScoringRule(scorer=create_answer_relevancy_scorer(), on="agent",
         ...                        sample_rate=0.1, threshold=0.7)
     """

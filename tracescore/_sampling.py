@@ -48,7 +48,7 @@ class TracePicker:
     Args:
         samples: ``(rate, salt)`` pairs, as ``trace_sampled`` takes them, one per rule.
 
-    Example:
+    Examples:
         >>> picks = TracePicker([(0.0, ""), (1.0, "")])
         >>> picks.decide(0x5b8efff798038103d269b633813fc60c)
         (False, True)

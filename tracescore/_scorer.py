@@ -78,7 +78,7 @@ class Scorer(Protocol):
         higher_is_better: ``False`` for scores such as hallucination (default ``True``).
         scale: the maximum score, > 0 (default ``1.0``).
 
-    Example:
+    Examples:
         >>> from tracescore.scorers import create_content_similarity_scorer
         >>> isinstance(create_content_similarity_scorer(), Scorer)
         True
@@ -159,7 +159,7 @@ def as_scorer(obj: Any) -> Scorer:
             (``id`` not a non-empty string, a flag not a bool, ``scale`` not a finite number
             > 0).
 
-    Example:
+    Examples:
         >>> class Short:
         ...     async def arun(self, **kwargs):
         ...         ...

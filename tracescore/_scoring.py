@@ -338,7 +338,7 @@ async def _run_scorer(scorer: Any, kwargs: dict[str, Any]) -> ScorerOutcome:
 def evaluation_attributes(
     scorer_id: str, outcome: ScorerOutcome, *, label: str | None, sample_rate: float
 ) -> dict[str, Any]:
-    """The attributes of one ``gen_ai.evaluation.result`` event (CONTRACT §4), the same for
+    """The attributes of one ``gen_ai.evaluation.result`` event, the same for
     online scores and ``run_evals``."""
     attrs: dict[str, Any] = {
         sc.GEN_AI_EVALUATION_NAME: scorer_id,

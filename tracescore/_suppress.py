@@ -12,7 +12,7 @@ both keys itself; the API's private key is looked up with ``getattr``, so a rele
 it leaves the plain key working instead of failing at import. The package is looked up on first
 use, not at import: ``import tracescore`` stays light.
 
-Example:
+Examples:
     >>> from tracescore._suppress import is_suppressed, suppressed
     >>> with suppressed():
     ...     is_suppressed()
@@ -43,7 +43,7 @@ def suppressed() -> Iterator[None]:
     create no spans inside the block. The suppression is a context value: it follows the
     current thread or asyncio task and nothing else.
 
-    Example:
+    Examples:
         >>> with suppressed():
         ...     pass  # calls here are not traced
     """
@@ -69,7 +69,7 @@ def is_suppressed() -> bool:
     ``suppress_instrumentation()``, and wherever either suppression key is set (as the SDK's
     exporters do around their own requests).
 
-    Example:
+    Examples:
         >>> is_suppressed()
         False
     """

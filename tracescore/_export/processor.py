@@ -110,7 +110,7 @@ class ExportProcessor(SpanProcessor):
         scrub: applied to every batch as it leaves the queue, before it is exported or spooled
             (``scrub.Scrubber``: redaction); None: batches go out as they are.
 
-    Example:
+    Examples:
         >>> processor = ExportProcessor(OTLPSpanExporter(), spool=Spool(None, 512 << 20, 3600))
     """
 

@@ -96,7 +96,7 @@ def redact_attributes(attributes: Mapping[str, Any] | None) -> Mapping[str, Any]
     whatever it was: what is filed under a credential is not shown. Two names that redact
     alike are kept apart by a suffix (``[REDACTED]#2``).
 
-    Example:
+    Examples:
         >>> dict(redact_attributes({"db.password": "hunter2", "n": 3}))
         {'db.password': '[REDACTED]', 'n': 3}
     """
@@ -135,7 +135,7 @@ class Scrubber:
         foreign: also scrub spans of other instrumentations (any scope but ``tracescore``).
             tracescore's own spans are always scrubbed.
 
-    Example:
+    Examples:
         >>> processor = ExportProcessor(exporter, queue_bytes=..., batch_bytes=...,
         ...                             scrub=Scrubber(foreign=True))
     """

@@ -309,7 +309,7 @@ def retry_after(exc: BaseException) -> float | None:
     ``response.headers``, ``headers``). Its value is seconds (RFC 9110 §10.2.3) or an HTTP date;
     a negative or unreadable value counts as none.
 
-    Example:
+    Examples:
         >>> class Limited(Exception):
         ...     headers = {"Retry-After": "2"}
         >>> retry_after(Limited())

@@ -123,7 +123,7 @@ def unsupported(model: str, kwargs: dict[str, Any]) -> str | None:
         model: the litellm model string.
         kwargs: the judge's litellm arguments.
 
-    Example:
+    Examples:
         >>> unsupported("openai/gpt-4o-mini", {"temperature": 0})
         >>> unsupported("anthropic/claude-3-5-haiku", {})
         "provider 'anthropic' does not speak the OpenAI chat-completions protocol"

@@ -139,7 +139,7 @@ def connection_refused(exc: BaseException) -> bool:
     judge's address. Reads the exception chain, so litellm's ``APIConnectionError`` around
     httpx's or aiohttp's error is recognised as well as the direct transport's.
 
-    Example:
+    Examples:
         >>> connection_refused(ConnectionRefusedError(111, "Connection refused"))
         True
     """
@@ -207,7 +207,7 @@ def refuses_format(status: int | None, message: str) -> bool:
     """Whether an HTTP ``status`` with error ``message`` refuses the response format
     (``rejects_response_format``'s rule, for a transport that has only these two).
 
-    Example:
+    Examples:
         >>> refuses_format(500, "Input should be 'text' or 'json_object'")
         True
         >>> refuses_format(503, "upstream overloaded")

@@ -110,7 +110,7 @@ class Judge:
             range, ``response_format`` is not one of the four modes, or a keyword tracescore
             controls (``messages``, ``stream``, ...) was passed.
 
-    Example:
+    Examples:
         >>> judge = Judge("openai/gpt-4o-mini", timeout=30)
         >>> judge.model
         'openai/gpt-4o-mini'
@@ -233,7 +233,7 @@ class Judge:
     def cache_info(self) -> JudgeCacheInfo:
         """Hits, misses, bound and current size of the request cache.
 
-        Example:
+        Examples:
             >>> Judge("openai/gpt-4o-mini").cache_info()
             JudgeCacheInfo(hits=0, misses=0, maxsize=1024, currsize=0)
         """

@@ -54,7 +54,7 @@ def api_base_of(model: str, kwargs: dict[str, Any]) -> str | None:
     """The base URL a judge's calls go to, when tracescore can tell: ``api_base`` or
     ``base_url``, else the provider's base URL variable, else litellm's default for Ollama.
 
-    Example:
+    Examples:
         >>> api_base_of("openai/judge", {"api_base": "http://127.0.0.1:8080/v1"})
         'http://127.0.0.1:8080/v1'
     """
@@ -82,7 +82,7 @@ def locality(api_base: str | None) -> str:
     address: another machine of one's own network, or a gateway inside a cluster), or
     ``"remote"`` (anything else, and names that are not addresses).
 
-    Example:
+    Examples:
         >>> locality("http://127.0.0.1:8080/v1"), locality("http://10.0.0.5:4000")
         ('machine', 'network')
     """
@@ -110,7 +110,7 @@ def is_local(api_base: str | None) -> bool:
     """Whether ``api_base`` points at a server of one's own: on this machine or on a private
     network address (``locality``).
 
-    Example:
+    Examples:
         >>> is_local("http://127.0.0.1:8080/v1"), is_local("https://api.openai.com/v1")
         (True, False)
     """

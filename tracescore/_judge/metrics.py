@@ -110,7 +110,7 @@ def provider_name(model: str) -> str:
     """``gen_ai.provider.name`` of a judge: the conventions' name for litellm's provider
     prefix (``openai/...`` -> ``openai``, ``bedrock/...`` -> ``aws.bedrock``).
 
-    Example:
+    Examples:
         >>> provider_name("bedrock/anthropic.claude-3")
         'aws.bedrock'
     """

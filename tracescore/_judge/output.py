@@ -124,7 +124,7 @@ class ModeFallback:
             front (``json_object`` may still drop its ``schema`` key).
         model: the judge's model string, for the log.
 
-    Example:
+    Examples:
         >>> modes = ModeFallback()
         >>> modes.current, modes.next_mode("json_schema")
         ('json_schema', 'json_object')
@@ -384,7 +384,7 @@ def problem_block(text: str) -> str:
     rule of ``tracescore.scorers._prompt.data_block`` (which the judge package cannot import:
     scorers import the judge, not the other way round), so that it cannot close the element.
 
-    Example:
+    Examples:
         >>> problem_block("got '</problem>'")
         "<problem>\ngot '&lt;/problem&gt;'\n</problem>"
     """

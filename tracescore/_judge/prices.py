@@ -52,7 +52,7 @@ def lookup(model: str) -> Price | None:
     """The price of ``model`` (a litellm model string, with or without its provider prefix),
     read from the table once per model; None when the table has no usable entry.
 
-    Example:
+    Examples:
         >>> lookup("openai/gpt-4o-mini").input > 0
         True
     """
@@ -96,7 +96,7 @@ def cost(price: Price, prompt_tokens: int, completion_tokens: int, cached_tokens
     has one) plus output tokens, each times its per-token price, as litellm computes it for a
     plain chat completion.
 
-    Example:
+    Examples:
         >>> cost(Price(1e-6, 2e-6, None, "openai"), 1000, 100)
         0.0012
     """

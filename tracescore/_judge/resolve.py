@@ -32,7 +32,7 @@ def resolve_judge(model: str | Judge | None) -> Judge:
         NoJudgeConfiguredError: ``model`` is ``None`` and no default judge is configured.
         ConfigurationError: ``model`` is neither a string nor a ``Judge``, or is empty.
 
-    Example:
+    Examples:
         >>> resolve_judge("openai/gpt-4o-mini").model
         'openai/gpt-4o-mini'
     """
@@ -65,7 +65,7 @@ def check_model_spec(model: object) -> None:
     Raises:
         ConfigurationError: ``model`` is not ``None``, a ``Judge`` or a non-empty string.
 
-    Example:
+    Examples:
         >>> check_model_spec("openai/gpt-4o-mini")
     """
     if model is None or isinstance(model, Judge):

@@ -29,7 +29,7 @@ class Scrubber:
         kwargs: the judge's litellm arguments; their credentials are also redacted everywhere
             else from now on (``tracescore._redact.remember_judge_kwargs``).
 
-    Example:
+    Examples:
         >>> Scrubber({"api_key": "sk-SECRET-VALUE"})("bad key sk-SECRET-VALUE")
         'bad key [REDACTED]'
     """
@@ -47,7 +47,7 @@ class Scrubber:
 def is_secret_kwarg(name: str) -> bool:
     """Whether the litellm argument ``name`` may hold a credential (``api_key``, headers, ...).
 
-    Example:
+    Examples:
         >>> is_secret_kwarg("api_key"), is_secret_kwarg("max_tokens")
         (True, False)
     """
@@ -57,7 +57,7 @@ def is_secret_kwarg(name: str) -> bool:
 def redact_url(url: str) -> str:
     """``url`` without its user info, query and fragment (where credentials hide).
 
-    Example:
+    Examples:
         >>> redact_url("https://user:pw@example.com/v1?key=x")
         'https://***@example.com/v1'
     """

@@ -26,7 +26,7 @@ def response_format(schema: type[BaseModel], name: str) -> dict[str, Any]:
     Raises:
         TypeError: ``schema`` is not a pydantic model class.
 
-    Example:
+    Examples:
         >>> from pydantic import BaseModel
         >>> class A(BaseModel):
         ...     x: int

@@ -74,7 +74,7 @@ def choose(model: str, kwargs: dict[str, Any], requested: str) -> str:
     """The transport a judge of ``model`` with ``kwargs`` would take (``direct``/``litellm``),
     without building it; for the start-up preload.
 
-    Example:
+    Examples:
         >>> choose("openai/gpt-4o-mini", {}, "auto"), choose("anthropic/claude", {}, "auto")
         ('direct', 'litellm')
     """

@@ -74,7 +74,7 @@ class PhoenixClient:
         PhoenixError: the URL is not ``http(s)://host[:port][/path]``, or an option is out of
             range.
 
-    Example:
+    Examples:
         >>> client = PhoenixClient("http://127.0.0.1:6006", timeout=10)
         >>> spans = list(client.spans("default", limit=1000))  # doctest: +SKIP
     """

@@ -121,7 +121,7 @@ class Listen(_Model):
         return int(self.endpoint.rpartition(":")[2])
 
 
-# -- receivers at the network edge (issue 21: TLS, auth, limits) ------------------------------
+# -- receivers at the network edge (TLS, auth, limits) -----------------------------------------
 class Tls(_Model):
     """TLS of both receivers (PEM files). With ``client_ca_file`` every client must present a
     certificate that CA signed (mutual TLS)."""

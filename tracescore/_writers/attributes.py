@@ -32,7 +32,7 @@ _UNSAFE = re.compile(r"[^a-z0-9_]")
 def attribute_key(scorer_id: str) -> str:
     """The scorer id as it appears in attribute names: lowercase, ``[a-z0-9_]`` only.
 
-    Example:
+    Examples:
         >>> attribute_key("answer-relevancy")
         'answer_relevancy'
     """

@@ -50,7 +50,7 @@ class PhoenixAnnotationWriter:
         headers: extra HTTP headers (e.g. ``{"Authorization": "Bearer ..."}`` for a Phoenix
             with authentication); never logged.
 
-    Example:
+    Examples:
         >>> writer = PhoenixAnnotationWriter("http://127.0.0.1:6006")
     """
 

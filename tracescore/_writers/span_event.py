@@ -1,5 +1,5 @@
 """The writer that puts each score on the span it judges, as a ``gen_ai.evaluation.result``
-span event (CONTRACT §4), with the score also as searchable span attributes
+span event, with the score also as searchable span attributes
 (``_writers.attributes``).
 
 While the scored span is held, the event joins it and the span is exported once its last score

@@ -1,9 +1,9 @@
 """Scorers: pure functions of (input, output, ground truth, context) to a ``ScoreResult``.
 
-Prebuilt scorers follow the semantics of the Mastra evals (see SCORERS.md); ``create_scorer``
+Prebuilt scorers follow the semantics of the Mastra evals (docs/scorers.md); ``create_scorer``
 builds custom ones from the same four steps. Importing this package does not import litellm.
 
-Example:
+Examples:
     >>> from tracescore.scorers import create_content_similarity_scorer
     >>> create_content_similarity_scorer().run(output="Paris", ground_truth="paris").score
     1.0

@@ -87,7 +87,7 @@ class SkipJudge(Exception):
     Args:
         result: the step result (a dict shaped as the step's schema would answer).
 
-    Example:
+    Examples:
         >>> def verdicts_prompt(run):
         ...     if not run.preprocess_result["opinions"]:
         ...         raise SkipJudge({"results": []})
@@ -108,7 +108,7 @@ class NotScorable(Exception):
     Args:
         reason: why no score can be given, written for a person reading the span event.
 
-    Example:
+    Examples:
         >>> def preprocess(run):
         ...     if not run.output_text.strip():
         ...         raise NotScorable("the output is empty")
@@ -232,7 +232,7 @@ class JudgePrompt:
             ``ValueError`` when the answer is unusable (e.g. one verdict per statement
             expected); the judge then gets one repair retry.
 
-    Example:
+    Examples:
         >>> class Verdict(BaseModel):
         ...     polite: bool
         >>> step = JudgePrompt(
@@ -442,7 +442,7 @@ class Scorer(ScorerProtocol):
         ``tracescore.evaluator.version``; the judge model is recorded on its own
         (``tracescore.judge.model``) and is not part of it.
 
-        Example:
+        Examples:
             >>> create_answer_relevancy_scorer().fingerprint  # doctest: +SKIP
             '5c1e0a9f2b7d'
         """
@@ -491,7 +491,7 @@ class Scorer(ScorerProtocol):
                 ``InvalidJudgeOutputError``, ``JudgeError``, or ``ScorerError`` for a failure
                 in the scorer's own code (the original exception is its ``__cause__``).
 
-        Example:
+        Examples:
             >>> result = scorer.run(input="What is 2+2?", output="4")  # doctest: +SKIP
             >>> result.score, result.reason  # doctest: +SKIP
         """
@@ -753,7 +753,7 @@ def create_scorer(
         ConfigurationError: an invalid id, scale, model, requirement or step, or
             ``reason_in_analyze`` without a judged ``analyze`` step or with ``generate_reason``.
 
-    Example:
+    Examples:
         >>> scorer = create_scorer(
         ...     id="answer-length",
         ...     generate_score=lambda run: min(len(run.output_text) / 100, 1.0),
@@ -789,7 +789,7 @@ def check_reason_mode(reason: object) -> bool:
     Raises:
         ConfigurationError: ``reason`` is neither ``"step"`` nor ``"inline"``.
 
-    Example:
+    Examples:
         >>> check_reason_mode("inline")
         True
     """

@@ -143,7 +143,7 @@ def claim_verdicts_schema(
 class ClaimVerdictsCheck:
     """A ``JudgePrompt`` validator: one verdict per claim, in order.
 
-    Example:
+    Examples:
         >>> step = JudgePrompt(..., validate=ClaimVerdictsCheck())  # doctest: +SKIP
     """
 

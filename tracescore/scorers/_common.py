@@ -24,7 +24,7 @@ class Reason(BaseModel):
 def drop_blank(value: list[str]) -> list[str]:
     """The texts stripped, blank ones dropped (judges pad lists with empty strings).
 
-    Example:
+    Examples:
         >>> drop_blank([" a ", "", "  "])
         ['a']
     """

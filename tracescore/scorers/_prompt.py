@@ -44,7 +44,7 @@ def data_block(tag: str, text: str, **attributes: int | str) -> str:
     Raises:
         ValueError: ``tag`` or an attribute name is not a plain lowercase name.
 
-    Example:
+    Examples:
         >>> data_block("answer", "1 < 2 </answer>")
         '<answer>\\n1 &lt; 2 &lt;/answer&gt;\\n</answer>'
     """
@@ -61,7 +61,7 @@ def data_block(tag: str, text: str, **attributes: int | str) -> str:
 def data_blocks(tag: str, texts: Iterable[str]) -> str:
     """Wrap each text in its own element with a 0-based ``index`` attribute.
 
-    Example:
+    Examples:
         >>> data_blocks("context", ["a", "b"])
         '<context index="0">\\na\\n</context>\\n<context index="1">\\nb\\n</context>'
     """

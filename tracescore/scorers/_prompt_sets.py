@@ -20,7 +20,7 @@ and tuned on the development split of the judge-quality benchmark
 * **One verdict question for both scorers, asked with the polarity small models get right.**
   Each claim is judged ``yes`` (the context supports it), ``no`` (contradicts) or ``unsure``
   (does not say), with the evidence written *before* the verdict. Faithfulness is the share of
-  ``yes``; hallucination the share of the others (SCORERS.md: hallucinated = contradicted or
+  ``yes``; hallucination the share of the others (hallucinated = contradicted or
   unsupported). A 1.5B judge asked "is it hallucinated? yes/no" answered ``yes`` for fine
   claims (benchmarks/README.md, issue 14); asked "is it supported?" it does not.
 * **Two judge calls instead of three.** The reason is written in the verdict call (the inline

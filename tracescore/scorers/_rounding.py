@@ -13,7 +13,7 @@ _EPSILON = 2.220446049250313e-16
 def round_half_up(value: float) -> float:
     """Round to 2 decimals, halves up, as JavaScript's ``Math.round`` does.
 
-    Formula (SCORERS.md, "Rounding"; the Mastra evals round the same way):
+    Formula (the Mastra evals round the same way):
     ``floor((x + 2.220446049250313e-16) * 100 + 0.5) / 100``. Python's ``round`` rounds
     halves to even and would give 0.12 for 0.125.
 
@@ -23,7 +23,7 @@ def round_half_up(value: float) -> float:
     Returns:
         ``value`` rounded to 2 decimals.
 
-    Example:
+    Examples:
         >>> round_half_up(0.125)
         0.13
         >>> round_half_up(0.575)

@@ -1,6 +1,6 @@
 """Turning what a scorer is given (strings, chat messages, dicts, objects) into judged text.
 
-Rules (CONTRACT.md §5, SCORERS.md "Text extraction"):
+Rules (the text a scorer reads, as the scorers page describes it):
 
 - ``None`` is the empty string; ``bytes`` are decoded as UTF-8 with replacement characters.
 - A list of chat messages (dicts or objects with ``role`` and ``content``): the judged question

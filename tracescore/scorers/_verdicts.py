@@ -1,4 +1,4 @@
-"""Verdict types for judge schemas: compared after ``strip().lower()`` (SCORERS.md).
+"""Verdict types for judge schemas: compared after ``strip().lower()``.
 
 Judges, small local models especially, sometimes write the verdict as a sentence ("Yes, the
 model addresses the question."). A leading ``yes``, ``no`` or ``unsure`` followed by
@@ -23,7 +23,7 @@ def normalise_verdict(value: Any) -> Any:
     """``" Yes "`` -> ``"yes"``; ``"No, it does not."`` -> ``"no"``; non-strings are left for
     the schema to reject.
 
-    Example:
+    Examples:
         >>> normalise_verdict("Yes, the model addresses the question."), normalise_verdict("None")
         ('yes', 'none')
     """

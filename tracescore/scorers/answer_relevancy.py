@@ -1,6 +1,6 @@
 """Answer relevancy: how much of the answer addresses the question (not whether it is true).
 
-Semantics follow SCORERS.md and the Mastra evals' answer relevancy scorer; prompts and code are
+Semantics follow the Mastra evals' answer relevancy scorer; prompts and code are
 tracescore's own.
 """
 
@@ -105,7 +105,7 @@ def create_answer_relevancy_scorer(
     addresses the question (``analyze_step_result``: ``{"results": [{"result", "reason"}]}``,
     one per statement, in order); then a reason is written (two calls with ``reason="inline"``).
 
-    Score (SCORERS.md, from the Mastra evals' answer relevancy):
+    Score (from the Mastra evals' answer relevancy):
     ``(yes + uncertainty_weight * unsure) / statements * scale``, rounded to 2 decimals half up.
 
     Not scorable (no score, no judge call): an empty output, or an input without a question.
@@ -126,7 +126,7 @@ def create_answer_relevancy_scorer(
     Raises:
         ConfigurationError: an option is out of range or ``model`` is invalid.
 
-    Example:
+    Examples:
         >>> scorer = create_answer_relevancy_scorer(model="openai/gpt-4o-mini")
         >>> result = scorer.run(input="What is the capital of France?",
         ...                     output="Paris is the capital of France.")  # doctest: +SKIP

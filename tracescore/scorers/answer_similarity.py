@@ -1,6 +1,6 @@
 """Answer similarity: how closely the answer matches an expected (ground-truth) answer.
 
-Semantics follow SCORERS.md and the Mastra evals' answer similarity scorer (semantic units
+Semantics follow the Mastra evals' answer similarity scorer (semantic units
 matched exact/semantic/partial/missing, with penalties for contradictions and extra
 information); prompts and code are tracescore's own. Meant for CI (``run_evals``) where each
 case has a ground truth.
@@ -35,9 +35,9 @@ DEFAULT_OPTIONS: Mapping[str, Any] = {
     "extra_info_penalty": 0.05,
     "scale": 1.0,
 }
-"""The options' defaults (SCORERS.md)."""
+"""The options' defaults."""
 
-# The extra-information penalty never takes more than this off the score (SCORERS.md).
+# The extra-information penalty never takes more than this off the score.
 _MAX_EXTRA_INFO_PENALTY = 0.2
 
 MatchType = Annotated[
@@ -138,7 +138,7 @@ def _check_number(name: str, value: object, *, upper: float | None = None) -> fl
 def answer_similarity_score(analysis: Mapping[str, Any], options: Mapping[str, Any]) -> float:
     """The answer-similarity score in [0, 1], before scale and rounding.
 
-    Formula (SCORERS.md, from the Mastra evals' answer similarity): each ground-truth unit
+    Formula (from the Mastra evals' answer similarity): each ground-truth unit
     scores ``1 + exact_match_bonus`` (exact), ``semantic_threshold`` (semantic),
     ``0.5 * semantic_threshold`` (partial) or ``-missing_penalty`` (missing); base = sum /
     (units * (1 + exact_match_bonus)); minus ``contradiction_penalty`` per contradiction; minus
@@ -149,7 +149,7 @@ def answer_similarity_score(analysis: Mapping[str, Any], options: Mapping[str, A
             "contradictions": [...]}`` with at least one match.
         options: the effective options (``DEFAULT_OPTIONS`` keys).
 
-    Example:
+    Examples:
         >>> answer_similarity_score(
         ...     {"matches": [{"match_type": "exact"}, {"match_type": "semantic"}],
         ...      "extra_in_output": [], "contradictions": []}, DEFAULT_OPTIONS)
@@ -194,7 +194,7 @@ def create_answer_similarity_scorer(
     "contradictions": [{"output_unit", "ground_truth_unit", "explanation"}]}``, one match per
     ground-truth unit, in order); then a reason is written.
 
-    Score (SCORERS.md, from the Mastra evals' answer similarity; see
+    Score (from the Mastra evals' answer similarity; see
     ``answer_similarity_score``): weights exact ``1 + exact_match_bonus``, semantic
     ``semantic_threshold``, partial ``0.5 * semantic_threshold``, missing ``-missing_penalty``;
     base = sum / (units * (1 + exact_match_bonus)); minus ``contradiction_penalty`` per
@@ -227,7 +227,7 @@ def create_answer_similarity_scorer(
         ScorerError: from ``run()``, when the ground truth is missing and
             ``require_ground_truth`` is ``True`` (``error.type=scorer_error`` online).
 
-    Example:
+    Examples:
         >>> scorer = create_answer_similarity_scorer(model="openai/gpt-4o-mini")
         >>> scorer.run(input="What is the capital of France?", output="It's Paris.",
         ...            ground_truth="Paris").score  # doctest: +SKIP

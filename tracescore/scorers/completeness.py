@@ -1,6 +1,6 @@
 """Completeness: how many of the input's words the output covers. Heuristic, no judge.
 
-Semantics follow SCORERS.md and the Mastra evals' completeness scorer (which extracts nouns,
+Semantics follow the Mastra evals' completeness scorer (which extracts nouns,
 verb infinitives, topics and all terms with the ``compromise`` NLP library); code is
 tracescore's own.
 
@@ -72,7 +72,7 @@ def strip_latin_accents(word: str) -> str:
     A mark on a letter of another script changes the letter (``バ`` is not ``ハ``, Cyrillic
     ``й`` is not ``и``, a Devanagari vowel sign is part of the syllable) and stays.
 
-    Example:
+    Examples:
         >>> strip_latin_accents("Crème"), strip_latin_accents("バス"), strip_latin_accents("й")
         ('Creme', 'バス', 'й')
     """
@@ -162,7 +162,7 @@ def content_words(text: str, lemmatize: Callable[[str], str] | None = None) -> l
     Returns:
         The words; ``[]`` when the text has no letters or digits.
 
-    Example:
+    Examples:
         >>> content_words("Café-owners don't ran")
         ['cafe', 'owners', "don't", 'ran']
     """
@@ -177,12 +177,12 @@ def content_words(text: str, lemmatize: Callable[[str], str] | None = None) -> l
 def words_match(wanted: str, candidate: str) -> bool:
     """Whether ``candidate`` (an output word) covers ``wanted`` (an input word).
 
-    Rule (SCORERS.md, from the Mastra evals' completeness): an input word of 3 characters or
+    Rule (from the Mastra evals' completeness): an input word of 3 characters or
     fewer must be equal; a longer one matches when one word contains the other and the shorter
     is over 60% of the longer's length (``cats`` covers ``cat``... and ``cat`` covers ``cats``,
     3/4 > 0.6; ``inform`` does not cover ``information``, 6/11).
 
-    Example:
+    Examples:
         >>> words_match("cats", "cat"), words_match("information", "inform")
         (True, False)
     """
@@ -201,7 +201,7 @@ def covered_words(wanted: Sequence[str], available: Sequence[str]) -> list[str]:
     word) matches only itself, which keeps that enumeration small (at most ~400 substrings per
     word); ``words_match`` still applies its full rule to any pair.
 
-    Example:
+    Examples:
         >>> covered_words(["cats", "information", "dog"], ["cat", "inform", "dogs"])
         ['cats']
     """
@@ -261,7 +261,7 @@ def create_completeness_scorer(*, language: str = "en") -> Scorer:
     exactly, longer ones by containment when the shorter is over 60% of the longer). Not
     rounded; no judge.
 
-    Formula (SCORERS.md, from the Mastra evals' completeness): ``covered / input words``; an
+    Formula (from the Mastra evals' completeness): ``covered / input words``; an
     input without words (only punctuation or symbols) gives 1 when the output has none either,
     else 0. Like Mastra's, the word set keeps every term, function words included (``the``
     counts).
@@ -291,7 +291,7 @@ def create_completeness_scorer(*, language: str = "en") -> Scorer:
         ConfigurationError: ``language`` is not a language simplemma knows, or simplemma is
             not installed.
 
-    Example:
+    Examples:
         >>> scorer = create_completeness_scorer()
         >>> round(scorer.run(input="Which cats ran?", output="The cat runs.").score, 2)
         0.67

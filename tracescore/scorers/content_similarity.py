@@ -16,7 +16,7 @@ SCORER_ID = "content-similarity"
 def dice_coefficient(first: str, second: str) -> float:
     """Sørensen–Dice coefficient of the two strings' character bigrams, with multiplicity.
 
-    Formula (SCORERS.md; the Mastra evals' content similarity relies on the ``string-similarity``
+    Formula (the Mastra evals' content similarity relies on the ``string-similarity``
     package's ``compareTwoStrings``, which computes the same):
     ``2 * |bigrams(a) ∩ bigrams(b)| / (|bigrams(a)| + |bigrams(b)|)`` where the intersection of
     the bigram multisets counts each bigram ``min(count_a, count_b)`` times. Equal strings give
@@ -30,7 +30,7 @@ def dice_coefficient(first: str, second: str) -> float:
     Returns:
         A float in [0, 1].
 
-    Example:
+    Examples:
         >>> dice_coefficient("night", "nacht")
         0.25
     """
@@ -62,7 +62,7 @@ def create_content_similarity_scorer(
     With ``ignore_whitespace=False`` whitespace characters take part in the bigrams (the Mastra
     scorer's underlying library drops whitespace whatever the option says).
 
-    An empty output against a reference scores 0 (SCORERS.md: a missing answer is a real
+    An empty output against a reference scores 0 (a missing answer is a real
     failure). Not scorable: no reference text (no ground truth and no input, or an empty one),
     since there is nothing to compare with.
 
@@ -76,7 +76,7 @@ def create_content_similarity_scorer(
     Raises:
         ConfigurationError: an option is not a bool.
 
-    Example:
+    Examples:
         >>> scorer = create_content_similarity_scorer()
         >>> scorer.run(output="The quick brown fox", ground_truth="the quick  brown fox").score
         1.0

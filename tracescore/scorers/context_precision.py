@@ -1,6 +1,6 @@
 """Context precision: are the context pieces useful for the answer, and are useful ones first?
 
-Semantics follow SCORERS.md and the Mastra evals' context precision scorer (Mean Average
+Semantics follow the Mastra evals' context precision scorer (Mean Average
 Precision); prompts and code are tracescore's own.
 """
 
@@ -74,7 +74,7 @@ before useless ones."""
 def mean_average_precision(verdicts: Sequence[str]) -> float:
     """Mean Average Precision of relevance verdicts in retrieval order.
 
-    Formula (SCORERS.md, from the Mastra evals' context precision): at each relevant piece at
+    Formula (from the Mastra evals' context precision): at each relevant piece at
     0-based position ``i`` add ``relevant_so_far / (i + 1)``; divide the sum by the number of
     relevant pieces. No relevant piece gives 0.
 
@@ -84,7 +84,7 @@ def mean_average_precision(verdicts: Sequence[str]) -> float:
     Returns:
         A float in [0, 1], not rounded.
 
-    Example:
+    Examples:
         >>> round(mean_average_precision(["yes", "no", "yes", "no"]), 4)
         0.8333
     """
@@ -113,7 +113,7 @@ def check_context_indices(indices: Sequence[int], pieces: int) -> None:
         ValueError: an index is out of range or appears twice (the judge is then asked once
             more, with the schema in the prompt, before ``InvalidJudgeOutputError``).
 
-    Example:
+    Examples:
         >>> check_context_indices([2, 0, 1], 3)
     """
     seen: set[int] = set()
@@ -138,7 +138,7 @@ def in_context_order(verdicts: Sequence[Mapping[str, Any]]) -> list[Mapping[str,
     The judge is asked for the verdicts in order but may not give them so; Mastra's scorer
     sorts by ``context_index`` as well before computing MAP.
 
-    Example:
+    Examples:
         >>> [v["context_index"] for v in in_context_order([{"context_index": 1},
         ...                                                {"context_index": 0}])]
         [0, 1]
@@ -163,7 +163,7 @@ def create_context_precision_scorer(
 
     Score: ``mean_average_precision(verdicts) * scale`` with the verdicts taken in
     ``context_index`` order (as Mastra does), whatever order the judge wrote them in; rounded
-    to 2 decimals half up. The seed's example ``[yes, no, yes, no]`` gives (1 + 2/3) / 2 = 0.83.
+    to 2 decimals half up. For example, ``[yes, no, yes, no]`` gives (1 + 2/3) / 2 = 0.83.
     A verdict count other than the number of pieces, or a ``context_index`` that is missing,
     repeated or out of range, is invalid judge output: one repair retry, then
     ``InvalidJudgeOutputError`` (``error.type=invalid_judge_output``).
@@ -192,7 +192,7 @@ def create_context_precision_scorer(
             ``scale`` is out of range or ``model`` is invalid.
         InvalidJudgeOutputError: from ``run()``, see above.
 
-    Example:
+    Examples:
         >>> scorer = create_context_precision_scorer(
         ...     model="openai/gpt-4o-mini",
         ...     context=["Photosynthesis turns light into chemical energy.", "Cats sleep a lot."],

@@ -1,6 +1,6 @@
 """Context recall: how much of the expected answer the retrieved context makes available.
 
-Semantics follow SCORERS.md; prompts and code are tracescore's own.
+Semantics are documented on the scorers page; prompts and code are tracescore's own.
 """
 
 from __future__ import annotations
@@ -70,7 +70,7 @@ def create_context_recall_scorer(
     ``{"verdicts": [{"claim_index", "verdict", "reason"}]}``, one per claim, in order); then a
     reason is written.
 
-    Score (SCORERS.md): ``min(1, attributable / claims) * scale``, rounded to 2 decimals half
+    Score: ``min(1, attributable / claims) * scale``, rounded to 2 decimals half
     up.
 
     Context: ``context_extractor(input, output)`` wins over ``context=``, which wins over
@@ -95,7 +95,7 @@ def create_context_recall_scorer(
         ConfigurationError: ``context`` is not a list, ``context_extractor`` is not callable,
             ``scale`` is out of range or ``model`` is invalid.
 
-    Example:
+    Examples:
         >>> scorer = create_context_recall_scorer(model="openai/gpt-4o-mini")
         >>> scorer.run(ground_truth="Paris is the capital of France.",
         ...            context=["Paris is France's capital."]).score  # doctest: +SKIP

@@ -1,6 +1,6 @@
 """Context relevance: how relevant the retrieved context is, and how well the answer used it.
 
-Semantics follow SCORERS.md and the Mastra evals' context relevance scorer (weighted relevance
+Semantics follow the Mastra evals' context relevance scorer (weighted relevance
 levels minus usage and missing-context penalties); prompts and code are tracescore's own.
 """
 
@@ -26,7 +26,7 @@ __all__ = ["DEFAULT_PENALTIES", "RELEVANCE_WEIGHTS", "create_context_relevance_s
 SCORER_ID = "context-relevance"
 
 RELEVANCE_WEIGHTS: Mapping[str, float] = {"high": 1.0, "medium": 0.7, "low": 0.3, "none": 0.0}
-"""Weight of each relevance level (SCORERS.md)."""
+"""Weight of each relevance level."""
 
 DEFAULT_PENALTIES: Mapping[str, float] = {
     "unused_high_relevance_context": 0.1,
@@ -121,7 +121,7 @@ def context_relevance_score(
 ) -> float:
     """The context-relevance score in [0, 1], before scale and rounding.
 
-    Formula (SCORERS.md, from the Mastra evals' context relevance): the mean relevance weight
+    Formula (from the Mastra evals' context relevance): the mean relevance weight
     over the pieces (high 1, medium 0.7, low 0.3, none 0), minus
     ``unused_high_relevance_context`` per high piece the answer did not use, minus
     ``min(missing_context_per_item * missing, max_missing_context_penalty)``, floored at 0.
@@ -131,7 +131,7 @@ def context_relevance_score(
         missing: how many pieces of needed information no context piece provided.
         penalties: the penalties, all keys of ``DEFAULT_PENALTIES``.
 
-    Example:
+    Examples:
         >>> context_relevance_score(
         ...     [{"relevance_level": "high", "was_used": False},
         ...      {"relevance_level": "low", "was_used": False}], missing=1)
@@ -164,7 +164,7 @@ def create_context_relevance_scorer(
     ``{"evaluations": [{"context_index", "relevance_level", "was_used", "reasoning"}],
     "missing_context": [...]}``, one evaluation per piece, in order); then a reason is written.
 
-    Score (SCORERS.md, from the Mastra evals' context relevance; see
+    Score (from the Mastra evals' context relevance; see
     ``context_relevance_score``): mean weight (high 1, medium 0.7, low 0.3, none 0) minus
     ``unused_high_relevance_context`` (0.1) per high piece not used, minus
     ``min(missing_context_per_item (0.15) * missing, max_missing_context_penalty (0.5))``,
@@ -194,7 +194,7 @@ def create_context_relevance_scorer(
         ConfigurationError: an unknown or out-of-range penalty, ``context`` not a list,
             ``context_extractor`` not callable, ``scale`` out of range, or an invalid ``model``.
 
-    Example:
+    Examples:
         >>> scorer = create_context_relevance_scorer(
         ...     model="openai/gpt-4o-mini", penalties={"missing_context_per_item": 0.2})
         >>> scorer.run(input="Capital of France?", output="Paris.",

@@ -1,6 +1,6 @@
 """Faithfulness: how much of what the answer claims is backed by the context it was given.
 
-Semantics follow SCORERS.md and the Mastra evals' faithfulness scorer; prompts and code are
+Semantics follow the Mastra evals' faithfulness scorer; prompts and code are
 tracescore's own.
 """
 
@@ -88,7 +88,7 @@ def create_faithfulness_scorer(
     ``{"verdicts": [{"claim_index", "verdict", "reason"}]}``, one per claim, in order); then a
     reason is written.
 
-    Score (SCORERS.md, from the Mastra evals' faithfulness): ``yes / claims * scale``, rounded
+    Score (from the Mastra evals' faithfulness): ``yes / claims * scale``, rounded
     to 2 decimals half up; ``unsure`` counts as unsupported.
 
     Context: ``context_extractor(input, output)`` wins over ``context=``, which wins over
@@ -123,7 +123,7 @@ def create_faithfulness_scorer(
         ConfigurationError: ``context`` is not a list, ``context_extractor`` is not callable,
             ``scale`` is out of range, ``model`` is invalid or ``prompt_set`` is unknown.
 
-    Example:
+    Examples:
         >>> scorer = create_faithfulness_scorer(
         ...     model="openai/gpt-4o-mini", context=["Paris is the capital of France."])
         >>> scorer.run(output="The capital of France is Paris.").score  # doctest: +SKIP

@@ -57,7 +57,7 @@ def create_faithfulness_cascade_scorer(
     ``p >= high``) the score is ``p * scale`` and no judge is called. Inside it, the judge
     breaks the answer into claims and checks each against the context, with faithfulness's own
     requests (schema names ``output_claims``, ``faithfulness_verdicts``), and the score is
-    faithfulness's: ``yes / claims * scale`` (SCORERS.md). Two judge calls then: the reason is
+    faithfulness's: ``yes / claims * scale``. Two judge calls then: the reason is
     written from the verdicts without a third. Scores are rounded to 2 decimals half up.
 
     ``preprocess_step_result`` holds the judge's claims (``{"claims": [...]}``), or
@@ -97,7 +97,7 @@ def create_faithfulness_cascade_scorer(
         ConfigurationError: ``context`` is not a list, ``context_extractor`` is not callable,
             ``scale`` or ``band`` is out of range, or ``model`` is invalid.
 
-    Example:
+    Examples:
         >>> scorer = create_faithfulness_cascade_scorer(
         ...     model="openai/gpt-4o-mini", context=["Paris is the capital of France."])
         >>> scorer.run(output="Paris is the capital of France.").judge_calls  # doctest: +SKIP

@@ -1,6 +1,6 @@
 """Hallucination: how much of what the answer claims contradicts or goes beyond its context.
 
-The score follows SCORERS.md and the Mastra evals' hallucination scorer (hallucinated claims =
+The score follows the Mastra evals' hallucination scorer (hallucinated claims =
 contradicted or unsupported ones, over all claims); prompts and code are tracescore's own. The
 default prompts ask the judge whether the context supports each claim (``tracescore-v2``);
 ``prompt_set="mastra"`` asks Mastra's "is it hallucinated?" step for step. Lower is better.
@@ -101,7 +101,7 @@ def create_hallucination_scorer(
     ``output_claims``, ``faithfulness_verdicts``), so with both scorers on one span and a
     caching judge (``Judge(cache_size=...)``) hallucination costs one call more (its reason).
 
-    Score (SCORERS.md: hallucinated = contradicted or not supported by the context): the share
+    Score (hallucinated = contradicted or not supported by the context): the share
     of claims not judged ``yes``, times ``scale``, rounded to 2 decimals half up from the exact
     share. This is the ``tracescore-v2`` prompt set, the default because it agreed with human
     labels far more often than the Mastra prompts on HaluEval's development split with a small
@@ -138,7 +138,7 @@ def create_hallucination_scorer(
         ConfigurationError: ``context`` is not a list, ``context_extractor`` is not callable,
             ``scale`` is out of range, ``model`` is invalid or ``prompt_set`` is unknown.
 
-    Example:
+    Examples:
         >>> scorer = create_hallucination_scorer(
         ...     model="openai/gpt-4o-mini", context=["Paris is the capital of France."])
         >>> scorer.run(output="Paris, the capital, has 9 million people.").score  # doctest: +SKIP

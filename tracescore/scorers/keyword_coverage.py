@@ -1,6 +1,6 @@
 """Keyword coverage: how many of the input's keywords appear in the output. Heuristic, no judge.
 
-Semantics follow SCORERS.md and the Mastra evals' keyword coverage scorer (which relies on the
+Semantics follow the Mastra evals' keyword coverage scorer (which relies on the
 ``keyword-extractor`` package's English settings); code and the stop-word list are tracescore's
 own.
 
@@ -73,7 +73,7 @@ def _is_separator(char: str) -> bool:
 def keywords(text: str) -> list[str]:
     """The keywords of ``text``, each once, in order of first appearance.
 
-    Rules (SCORERS.md, after the Mastra evals' keyword coverage): lowercased tokens (Unicode NFC,
+    Rules (after the Mastra evals' keyword coverage): lowercased tokens (Unicode NFC,
     so a precomposed and a decomposed ``é`` are equal; accents are kept); whitespace
     and punctuation (Unicode categories P*) separate tokens and are dropped, except hyphens and
     apostrophes inside a word, so hyphenated words stay whole (``state-of-the-art``,
@@ -88,7 +88,7 @@ def keywords(text: str) -> list[str]:
     Returns:
         The keywords; ``[]`` when there are none.
 
-    Example:
+    Examples:
         >>> keywords("The state-of-the-art model's accuracy rose 3.5% in 2024!")
         ['state-of-the-art', 'model', 'accuracy', 'rose']
     """
@@ -114,7 +114,7 @@ def create_keyword_coverage_scorer() -> Scorer:
     exactly (no stemming: ``cat`` does not cover ``cats``; use ``completeness`` for base
     forms). Not rounded; no judge.
 
-    Formula (SCORERS.md, from the Mastra evals' keyword coverage):
+    Formula (from the Mastra evals' keyword coverage):
     ``covered input keywords / input keywords``; an input with text but no keywords (only stop
     words, numbers or punctuation) gives 1: there was nothing to cover.
 
@@ -122,14 +122,14 @@ def create_keyword_coverage_scorer() -> Scorer:
     ``analyze_step_result``: ``{"matched_keywords": [...], "missing_keywords": [...]}``.
 
     An empty output has no keywords: it scores 0 against an input with keywords, as in Mastra
-    (SCORERS.md: a missing answer is a real failure, not a comparison that cannot be made).
+    (a missing answer is a real failure, not a comparison that cannot be made).
 
     Not scorable: an input without text (no user message): there is nothing to cover.
 
     Returns:
         A ``Scorer`` with id ``keyword-coverage``.
 
-    Example:
+    Examples:
         >>> scorer = create_keyword_coverage_scorer()
         >>> scorer.run(input="How do plants use photosynthesis?",
         ...            output="Plants use photosynthesis to make sugar.").score

@@ -2,7 +2,7 @@
 
 The agent answered a clean question (the baseline response) and a noisy version of it
 (misinformation, distractors, irrelevant detail, adversarial text); the judge compares the two
-answers. Semantics follow SCORERS.md and the Mastra evals' noise sensitivity scorer; prompts
+answers. Semantics follow the Mastra evals' noise sensitivity scorer; prompts
 and code are tracescore's own.
 """
 
@@ -41,7 +41,7 @@ DIMENSIONS: tuple[str, ...] = (
     "hallucination_resistance",
 )
 IMPACT_LEVELS: tuple[str, ...] = ("none", "minimal", "moderate", "significant", "severe")
-# SCORERS.md: none 1, minimal 0.85, moderate 0.6, significant 0.3, severe 0.1.
+# none 1, minimal 0.85, moderate 0.6, significant 0.3, severe 0.1.
 DEFAULT_IMPACT_WEIGHTS: Mapping[str, float] = {
     "none": 1.0,
     "minimal": 0.85,
@@ -129,7 +129,7 @@ def noise_sensitivity_score(
 ) -> float:
     """The noise-sensitivity score of an analysis, in [0, 1], before scale and rounding.
 
-    Formula (SCORERS.md, from the Mastra evals' noise sensitivity): start from the judge's
+    Formula (from the Mastra evals' noise sensitivity): start from the judge's
     ``robustness_score``; when it differs from the mean impact weight of the dimensions by
     more than ``discrepancy_threshold``, take the lower of the two; subtract
     ``min(major_issue_per_item * major_issues, max_major_issue_penalty)``; floor at 0.
@@ -145,7 +145,7 @@ def noise_sensitivity_score(
     Returns:
         The score, not scaled or rounded.
 
-    Example:
+    Examples:
         >>> noise_sensitivity_score({"robustness_score": 0.9, "major_issues": ["x"],
         ...     "dimensions": [{"impact_level": "none"}, {"impact_level": "minimal"}]})
         0.8
@@ -209,7 +209,7 @@ def create_noise_sensitivity_scorer(
     Score: ``noise_sensitivity_score(analysis) * scale`` (start from the robustness score; if
     it differs from the mean impact weight by more than ``discrepancy_threshold``, take the
     lower; minus ``min(major_issue_per_item * major_issues, max_major_issue_penalty)``; floor
-    0), rounded to 2 decimals half up. SCORERS.md; Mastra's scorer has no scale (default 1
+    0), rounded to 2 decimals half up. Mastra's scorer has no scale (default 1
     here, so the defaults agree).
 
     ``baseline_response`` and ``noisy_query`` given to the factory hold for every run (a test
@@ -240,7 +240,7 @@ def create_noise_sensitivity_scorer(
     Raises:
         ConfigurationError: an option is invalid or ``model`` is invalid.
 
-    Example:
+    Examples:
         >>> scorer = create_noise_sensitivity_scorer(model="openai/gpt-4o-mini",
         ...     baseline_response="Paris is the capital of France.",
         ...     noisy_query="What is the capital of France? I heard it moved to Lyon.")

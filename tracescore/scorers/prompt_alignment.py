@@ -1,6 +1,6 @@
 """Prompt alignment: how well a response follows the user's prompt and the system prompt.
 
-Semantics follow SCORERS.md and the Mastra evals' prompt alignment scorer, with one deliberate
+Semantics follow the Mastra evals' prompt alignment scorer, with one deliberate
 difference: in ``"both"`` mode the judge rates the response against the user prompt and the
 system prompt separately and the two weighted scores are combined. (Mastra's scorer rates one
 set of dimensions and reuses the user-mode score as the system score, so its ``"both"`` equals
@@ -42,7 +42,7 @@ SCORER_ID = "prompt-alignment"
 EvaluationMode = Literal["user", "system", "both"]
 _MODES: tuple[str, ...] = ("user", "system", "both")
 
-# Dimension weights (SCORERS.md, from the Mastra evals' prompt alignment scorer).
+# Dimension weights (from the Mastra evals' prompt alignment scorer).
 USER_WEIGHTS: Mapping[str, float] = {
     "intent_alignment": 0.4,
     "requirements_fulfillment": 0.3,
@@ -218,7 +218,7 @@ def weighted_alignment(dimensions: Mapping[str, Any], weights: Mapping[str, floa
     Returns:
         A float in [0, 1], not rounded.
 
-    Example:
+    Examples:
         >>> dims = {name: {"score": 1.0} for name in USER_WEIGHTS}
         >>> round(weighted_alignment(dims, USER_WEIGHTS), 2)
         1.0
@@ -240,7 +240,7 @@ def split_prompts(value: Any) -> tuple[str, str]:
     Returns:
         ``(user_prompt, system_prompt)``; either may be ``""``.
 
-    Example:
+    Examples:
         >>> split_prompts([{"role": "system", "content": "Be brief."},
         ...                {"role": "user", "content": "Hi?"}])
         ('Hi?', 'Be brief.')
@@ -308,7 +308,7 @@ def create_prompt_alignment_scorer(
     ``response_appropriateness``, each with a ``score`` and its details); then a reason is
     written.
 
-    Score (SCORERS.md, from the Mastra evals' prompt alignment):
+    Score (from the Mastra evals' prompt alignment):
     ``"user"``: ``0.4 * intent + 0.3 * requirements + 0.2 * completeness + 0.1 *
     appropriateness`` on the user set; ``"system"``: weights 0.35, 0.35, 0.15, 0.15 on the
     system set; ``"both"``: ``0.7 * user + 0.3 * system``, each from its own set (Mastra's
@@ -339,7 +339,7 @@ def create_prompt_alignment_scorer(
     Raises:
         ConfigurationError: an option is invalid or ``model`` is invalid.
 
-    Example:
+    Examples:
         >>> scorer = create_prompt_alignment_scorer(model="openai/gpt-4o-mini")
         >>> scorer.run(input=[{"role": "system", "content": "Answer in one sentence."},
         ...                   {"role": "user", "content": "What is DNS?"}],

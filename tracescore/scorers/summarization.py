@@ -1,6 +1,6 @@
 """Summarization: is a summary faithful to its source (alignment) and does it cover it (coverage)?
 
-Semantics follow SCORERS.md and the Mastra evals' summarization scorer; prompts and code are
+Semantics follow the Mastra evals' summarization scorer; prompts and code are
 tracescore's own.
 """
 
@@ -127,7 +127,7 @@ def create_summarization_scorer(
     ``{"answers": [{"answer", "reason"}]}``, one per question, in order); then a reason is
     written.
 
-    Score (SCORERS.md, from the Mastra evals' summarization):
+    Score (from the Mastra evals' summarization):
     ``min(alignment, coverage) * scale`` where alignment is supported claims / claims and
     coverage is questions answered "yes" / questions; rounded to 2 decimals half up.
 
@@ -147,7 +147,7 @@ def create_summarization_scorer(
     Raises:
         ConfigurationError: an option is invalid or ``model`` is invalid.
 
-    Example:
+    Examples:
         >>> scorer = create_summarization_scorer(model="openai/gpt-4o-mini")
         >>> scorer.run(input="<the report's full text>",
         ...            output="<its summary>").score  # doctest: +SKIP

@@ -128,7 +128,7 @@ def create_support_check_scorer(
     Raises:
         ConfigurationError: ``context`` is not a list or ``context_extractor`` is not callable.
 
-    Example:
+    Examples:
         >>> scorer = create_support_check_scorer(
         ...     context=["The Oberoi Group's head office is in Delhi."])
         >>> scorer.run(input="Where is its head office?", output="Delhi").score > 0.5

@@ -1,6 +1,6 @@
 """Textual difference: character-level similarity by longest common subsequence. No judge.
 
-Semantics follow SCORERS.md (``2 * LCS / (len(a) + len(b))``); the Mastra evals' textual
+Semantics: ``2 * LCS / (len(a) + len(b))``; the Mastra evals' textual
 difference scorer uses a ``difflib``-style matching-blocks ratio instead, which is not a true
 LCS and depends on junk heuristics. Code is tracescore's own.
 
@@ -42,7 +42,7 @@ def lcs_similarity(first: str, second: str) -> float:
     Returns:
         A float in [0, 1]: 1 for equal strings, 0 when no character is shared.
 
-    Example:
+    Examples:
         >>> lcs_similarity("kitten", "sitting")  # LCS "ittn": 2 * 4 / 13
         0.6153846153846154
     """
@@ -60,7 +60,7 @@ def create_textual_difference_scorer() -> Scorer:
     Both texts are put in Unicode NFC form (so a precomposed and a decomposed ``é`` are the same
     character); case, whitespace and punctuation count. Not rounded; no judge.
 
-    Formula (SCORERS.md): ``2 * LCS(output, reference) / (len(output) + len(reference))`` with
+    Formula: ``2 * LCS(output, reference) / (len(output) + len(reference))`` with
     a true longest common subsequence (``lcs_similarity``). 1 means identical text; despite the
     scorer's name, higher is more similar.
 
@@ -68,7 +68,7 @@ def create_textual_difference_scorer() -> Scorer:
     "length_difference"}`` with the lengths in characters and ``length_difference`` =
     ``|output_length - reference_length| / max(output_length, reference_length)``.
 
-    An empty output against a reference scores 0: no character is shared (SCORERS.md: a
+    An empty output against a reference scores 0: no character is shared (a
     missing answer is a real failure). Not scorable: no reference text (no ground truth and no
     input, or an empty one), since there is nothing to compare with.
 
@@ -78,7 +78,7 @@ def create_textual_difference_scorer() -> Scorer:
     Raises:
         ConfigurationError: rapidfuzz is not installed.
 
-    Example:
+    Examples:
         >>> scorer = create_textual_difference_scorer()
         >>> scorer.run(output="colour", ground_truth="color").score  # LCS 5: 10 / 11
         0.9090909090909091

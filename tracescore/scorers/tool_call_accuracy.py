@@ -1,6 +1,6 @@
 """Tool call accuracy, LLM variant: were the tools an agent called the right ones for the task?
 
-Semantics follow SCORERS.md and the Mastra evals' LLM tool-call-accuracy scorer; prompts and code
+Semantics follow the Mastra evals' LLM tool-call-accuracy scorer; prompts and code
 are tracescore's own. The heuristic variant (expected tool names, no judge) lives in
 ``tool_call_accuracy_code`` and reports as ``tool-call-accuracy-code``, so that the two never
 share a ``gen_ai.evaluation.name``.
@@ -91,7 +91,7 @@ def normalise_available_tools(available_tools: Any) -> list[dict[str, Any]]:
         ConfigurationError: not a non-empty list, a tool without a name, a non-string
             description, or two tools with the same name.
 
-    Example:
+    Examples:
         >>> normalise_available_tools([{"type": "function", "function": {
         ...     "name": "get_weather", "description": "Weather for a city."}}])
         [{'name': 'get_weather', 'description': 'Weather for a city.'}]
@@ -185,7 +185,7 @@ def create_tool_call_accuracy_scorer_llm(
     "reasoning"}], "missing_tools": [...]}``, one evaluation per call, in call order); then a
     reason is written.
 
-    Score (SCORERS.md, from the Mastra evals' LLM tool-call-accuracy):
+    Score (from the Mastra evals' LLM tool-call-accuracy):
     ``appropriate / evaluated * scale``; when no call was evaluated (the agent called no tool),
     0 if the judge found missing tools, else ``scale``. Rounded to 2 decimals half up.
 
@@ -212,7 +212,7 @@ def create_tool_call_accuracy_scorer_llm(
         ConfigurationError: ``available_tools`` is missing or malformed, ``scale`` is out of
             range, or ``model`` is invalid.
 
-    Example:
+    Examples:
         >>> scorer = create_tool_call_accuracy_scorer_llm(model="openai/gpt-4o-mini",
         ...     available_tools=[{"name": "get_weather", "description": "Weather for a city"}])
         >>> scorer.run(input="Weather in Oslo?", output="It is 3 °C.", tool_calls=[
@@ -281,7 +281,7 @@ def create_tool_call_accuracy_scorer_llm(
         assert run.analyze_result is not None
         evaluations = run.analyze_result["evaluations"]
         if not evaluations:
-            # Nothing called: right when nothing was needed (SCORERS.md).
+            # Nothing called: right when nothing was needed.
             return 0.0 if run.analyze_result["missing_tools"] else run.scale
         appropriate = sum(1 for e in evaluations if e["was_appropriate"])
         return appropriate / len(evaluations) * run.scale

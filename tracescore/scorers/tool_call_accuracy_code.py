@@ -1,6 +1,6 @@
 """Tool call accuracy, code variant: did the agent call the expected tool(s)? No judge.
 
-Semantics follow SCORERS.md and the Mastra evals' code-based tool-call-accuracy scorer; code is
+Semantics follow the Mastra evals' code-based tool-call-accuracy scorer; code is
 tracescore's own. The LLM variant (is each call appropriate for the request?) lives in
 ``tool_call_accuracy`` and keeps the id ``tool-call-accuracy``; this one reports as
 ``tool-call-accuracy-code``.
@@ -38,7 +38,7 @@ LEGACY_SCORER_ID = "tool-call-accuracy"
 def tool_order_respected(called: Sequence[str], expected: Sequence[str], *, strict: bool) -> bool:
     """Whether the tools were called in the expected order.
 
-    Rule (SCORERS.md, from the Mastra evals): strict, the calls are exactly ``expected`` (same
+    Rule (from the Mastra evals): strict, the calls are exactly ``expected`` (same
     names, same order, nothing else); otherwise each expected tool was called and the first
     calls of the expected tools come in the expected order (other calls may come before, in
     between or after).
@@ -48,7 +48,7 @@ def tool_order_respected(called: Sequence[str], expected: Sequence[str], *, stri
         expected: the expected names, in order.
         strict: require the exact list.
 
-    Example:
+    Examples:
         >>> tool_order_respected(["search", "log", "book"], ["search", "book"], strict=False)
         True
         >>> tool_order_respected(["book", "search", "book"], ["search", "book"], strict=False)
@@ -91,8 +91,7 @@ def create_tool_call_accuracy_scorer_code(
     messages in an output message list. An empty list means no tool was called: score 0.
     Names are compared exactly (case counts). Not rounded; no judge.
 
-    Formula: SCORERS.md's "tool-call-accuracy (code)", from the Mastra evals'
-    ``createToolCallAccuracyScorerCode``.
+    Formula: from the Mastra evals' ``createToolCallAccuracyScorerCode``.
 
     ``preprocess_step_result``: ``{"called_tools": [...], "expected_tool",
     "expected_tool_order", "strict_mode"}``.
@@ -118,7 +117,7 @@ def create_tool_call_accuracy_scorer_code(
             are given, a name is empty, ``expected_tool_order`` is empty or repeats a name
             without ``strict_mode``, or ``strict_mode`` or ``legacy_id`` is not a bool.
 
-    Example:
+    Examples:
         >>> scorer = create_tool_call_accuracy_scorer_code(expected_tool="get_weather")
         >>> scorer.run(tool_calls=[{"name": "get_weather", "arguments": {"city": "Oslo"}}]).score
         1.0

@@ -16,7 +16,7 @@
   ``telemetry``, ``judge``, ``caps``). For tests of tracescore itself and of new readers; not a
   stable API.
 
-Example:
+Examples:
     >>> def test_answer_is_scored(capscore):
     ...     capscore.judge.route("answer_relevancy_statements", {"statements": ["Paris."]})
     ...     capscore.judge.route("answer_relevancy_verdicts",
@@ -55,7 +55,7 @@ def runtime() -> Any:
     itself, or of a new span reader: ``runtime().add_reader(reader)`` before ``configure()``).
     Its attributes may change between releases.
 
-    Example:
+    Examples:
         >>> tracescore.testing.runtime().add_reader(AcmeReader())
         >>> tracescore.configure(scoring=[...])
     """

@@ -58,7 +58,7 @@ class CaptureScores:
             not set as the global provider.
         instance: what the last ``configure()`` returned.
 
-    Example:
+    Examples:
         >>> capture = CaptureScores()
         >>> capture.configure(scoring=[tracescore.ScoringRule(scorer=scorer, on="agent")])
         >>> answer("What is the capital of France?")

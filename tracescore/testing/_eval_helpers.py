@@ -61,7 +61,7 @@ def assert_passed(
     Raises:
         AssertionError: the verdict is ``failed`` (or ``warned`` unless ``allow_warned``).
 
-    Example:
+    Examples:
         >>> assert_passed(tracescore.run_evals(data=data, scorers=[scorer], target=agent))
     """
     allow = allow_warned or bool(allow_scored)

@@ -19,7 +19,7 @@ _TICK_NS = 1_000_000_000
 def evaluation_events(span: ReadableSpan) -> list[dict[str, Any]]:
     """The ``gen_ai.evaluation.result`` events of ``span``, each as its attributes in a dict.
 
-    Example:
+    Examples:
         >>> evaluation_events(span)
         [{'gen_ai.evaluation.name': 'answer-relevancy', 'gen_ai.evaluation.score.value': 1.0,
           ...}]
@@ -97,7 +97,7 @@ class InMemoryScoreExporter(InMemorySpanExporter):
         deterministic_times: have ``spans_as_dicts`` replace times by ticks of a
             deterministic clock (see there). Default False.
 
-    Example:
+    Examples:
         >>> exporter = InMemoryScoreExporter()
         >>> tracescore.configure(exporter=exporter, scoring=[...])
         >>> answer("What is the capital of France?")
@@ -143,7 +143,7 @@ class InMemoryScoreExporter(InMemorySpanExporter):
         Args:
             span: read this span only. Default: every finished span.
 
-        Example:
+        Examples:
             >>> exporter.scores()
             {'answer-relevancy': [1.0, 0.5], 'toxicity': [None]}
         """

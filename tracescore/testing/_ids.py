@@ -18,7 +18,7 @@ class SequentialIdGenerator(IdGenerator):
     Not for production: the ids are neither random nor unique across processes, and
     ``is_trace_id_random()`` says so.
 
-    Example:
+    Examples:
         >>> provider = TracerProvider(id_generator=SequentialIdGenerator())
         >>> tracescore.configure(tracer_provider=provider, exporter=InMemoryScoreExporter())
     """

@@ -56,7 +56,7 @@ class Reply:
         delay: seconds to wait before answering, on top of the server's ``delay``.
         headers: extra response headers, e.g. ``{"retry-after": "0"}``.
 
-    Example:
+    Examples:
         >>> judge.route("answer_relevancy_statements",
         ...             [Reply(status=429), {"statements": ["Paris is the capital."]}])
     """
@@ -99,7 +99,7 @@ class ScriptedJudge:
         delay: seconds added to every answer (default 0), e.g. to test ``score_timeout``.
         reject_json_schema: see Args; may be changed at any time.
 
-    Example:
+    Examples:
         >>> with ScriptedJudge() as judge:
         ...     judge.route("answer_relevancy_statements", {"statements": ["Paris."]})
         ...     scorer = create_answer_relevancy_scorer(model=judge.as_judge())
@@ -178,7 +178,7 @@ class ScriptedJudge:
                 body and returning one of these, or a list of those consumed in order (the
                 last one repeats). Replaces an earlier route for the same name.
 
-        Example:
+        Examples:
             >>> judge.route("answer_relevancy_verdicts",
             ...             {"results": [{"result": "yes", "reason": "on topic"}]})
         """
@@ -197,7 +197,7 @@ class ScriptedJudge:
             reply: as for ``route``.
             schema_name: only match requests for this schema. Default: any schema.
 
-        Example:
+        Examples:
             >>> judge.route_prompt("capital of Peru", {"statements": ["Lima."]},
             ...                    schema_name="answer_relevancy_statements")
         """
@@ -419,7 +419,7 @@ def make_judge(server: ScriptedJudge, **overrides: Any) -> Judge:
             ``model="openai/test-judge"``, ``api_key=SCRIPTED_JUDGE_API_KEY``, ``timeout=5``
             (seconds), ``max_retries=2``, ``retry_backoff=0.01`` (seconds).
 
-    Example:
+    Examples:
         >>> scorer = create_answer_relevancy_scorer(model=make_judge(server, timeout=1))
     """
     from tracescore import Judge

@@ -29,7 +29,7 @@ def _tracescore_judge_session() -> Iterator[ScriptedJudge]:
 def scripted_judge(_tracescore_judge_session: ScriptedJudge) -> Iterator[ScriptedJudge]:
     """A running ``ScriptedJudge`` with no routes and no recorded requests.
 
-    Example:
+    Examples:
         >>> def test_judge_prompt(scripted_judge):
         ...     scripted_judge.route("answer_relevancy_statements", {"statements": []})
         ...     scorer = create_answer_relevancy_scorer(model=scripted_judge.as_judge())
@@ -47,7 +47,7 @@ def capscore(scripted_judge: ScriptedJudge) -> Iterator[CaptureScores]:
     default judge is ``capscore.judge``, a scripted judge. Add scoring rules with
     ``capscore.configure(scoring=[...])``.
 
-    Example:
+    Examples:
         >>> def test_scored(capscore):
         ...     capscore.judge.route("answer_relevancy_statements", {"statements": ["Paris."]})
         ...     capscore.configure(scoring=[tracescore.ScoringRule(scorer=scorer)])
