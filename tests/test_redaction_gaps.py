@@ -445,3 +445,30 @@ def test_a_credential_as_a_tracer_name_span_name_or_status_is_scrubbed(receiver:
     assert [t for t in (hidden, DISGUISED["fullwidth"], DISGUISED["percent-encoded"])
             if t.encode() in raw] == []
     assert KEY[8:16].encode() not in raw
+
+
+def test_disguised_credentials_never_reach_a_judge(capscore: Any) -> None:
+    from tracescore.scorers import create_answer_relevancy_scorer
+
+    capscore.judge.route("answer_relevancy_statements", {"statements": ["Paris."]})
+    capscore.judge.route("answer_relevancy_verdicts",
+                         {"results": [{"result": "yes", "reason": "on topic"}]})
+    capscore.judge.route("answer_relevancy_reason", {"reason": "Direct."})
+    capscore.configure(scoring=[tracescore.ScoringRule(scorer=create_answer_relevancy_scorer(),
+                                                       on="agent")])
+
+    @tracescore.agent
+    def answer(question: str) -> str:
+        return (f"Paris. (debug: {DISGUISED['fullwidth']} {DISGUISED['percent-encoded']} "
+                f"{DISGUISED_MORE['JSON escapes']})")
+
+    answer(f"What is the capital of France? My key: {DISGUISED['zero-width space']}, "
+           f"{DISGUISED['password behind a soft hyphen']}")
+    assert capscore.flush()
+    assert capscore.scores() == {"answer-relevancy": [1.0]}
+    prompts = "\n".join(capscore.judge.prompts)
+    assert "capital of France" in prompts and "[REDACTED]" in prompts
+    planted = [DISGUISED["fullwidth"], DISGUISED["percent-encoded"],
+               DISGUISED_MORE["JSON escapes"], DISGUISED["zero-width space"], "Hx7Vw2Qp9Lz4",
+               KEY[8:16], KEY[16:24]]
+    assert [p for p in planted if p in prompts] == []

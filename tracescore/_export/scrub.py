@@ -119,11 +119,13 @@ def redact_attributes(attributes: Mapping[str, Any] | None) -> Mapping[str, Any]
             changed = dict(attributes)
         for key, _ in renamed:
             del changed[key]
+        suffixes: dict[str, int] = {}  # per redacted name, the last suffix given
         for _, new_key in renamed:
-            name, n = new_key, 1
+            name, n = new_key, suffixes.get(new_key, 1)
             while name in changed:
                 n += 1
                 name = f"{new_key}#{n}"
+            suffixes[new_key] = n
             changed[name] = REDACTED
     return attributes if changed is None else changed
 

@@ -4,7 +4,11 @@ Instrumentations in the GenAI conventions' ``EVENT_ONLY`` mode put message conte
 records rather than on spans; the service accepts them and forwards each request unchanged
 (its bytes re-sent) to the downstream's logs endpoint, in order, from one thread. An export
 that failed for a retryable cause (per the OTLP specification, as ``exporter`` tells them) is
-retried with backoff while the request waits at the head of a queue bounded by bytes;
+retried with backoff while the request waits at the head of a queue bounded by bytes. Unless
+``redaction: {foreign_spans: false}`` says to forward as received, each request is redacted as
+received spans are (``redact_logs_request``: every string of every body and attribute, at any
+depth, attribute names included, the resource's and the scope's), on the forwarding thread,
+once, before it is sent;
 ``has_room`` tells the admission to refuse new requests (OTLP backpressure) instead of dropping
 any. A request the downstream rejects for good is dropped and counted (``rejected``, by cause,
 logged once per cause), so it never holds up the ones behind it. Reading content out of
@@ -19,6 +23,8 @@ import threading
 import time
 from collections import deque
 from typing import Any
+
+from .. import _redact
 
 logger = logging.getLogger("tracescore")
 
@@ -37,16 +43,20 @@ class LogForwarder:
         timeout: seconds per export call.
         compression: ``gzip`` or ``none``.
         max_bytes: bytes of requests waiting at most.
+        redact: redact each request before it is sent (``redact_logs_request``).
     """
 
     def __init__(self, endpoint: str, protocol: str, headers: dict[str, str], timeout: float,
-                 compression: str, max_bytes: int) -> None:
+                 compression: str, max_bytes: int, redact: bool = True) -> None:
         self.endpoint = endpoint
         self.protocol = protocol
         self.headers = dict(headers)
         self.timeout = timeout
         self.compression = compression
         self.max_bytes = max_bytes
+        self.redact = redact
+        # The request at the head of the queue, redacted once however often it is retried.
+        self._redacted: tuple[bytes, bytes] | None = None
         self._cond = threading.Condition(threading.Lock())
         self._queue: deque[tuple[bytes, int]] = deque()
         self._bytes = 0
@@ -146,7 +156,15 @@ class LogForwarder:
         try:
             if self._send_fn is None:
                 self._send_fn = self._grpc() if self.protocol == "grpc" else self._http()
-            result: bool | str = self._send_fn(raw)
+            body = raw
+            if self.redact:
+                done = self._redacted
+                if done is not None and done[0] is raw:
+                    body = done[1]
+                else:
+                    body = redact_logs_request(raw)
+                    self._redacted = (raw, body)
+            result: bool | str = self._send_fn(body)
             return result
         except Exception:
             logger.warning("tracescore serve: forwarding log records to %s failed; retrying",
@@ -200,3 +218,89 @@ class LogForwarder:
             return f"http {response.status_code}"
 
         return send
+
+
+def redact_logs_request(raw: bytes) -> bytes:
+    """An ``ExportLogsServiceRequest`` (protobuf bytes) with every string redacted
+    (``tracescore._redact``): each log record's body and attributes at any depth (maps and
+    arrays included), attribute names (a name holding a credential is redacted and its value
+    becomes ``[REDACTED]``), values under secret names, the event name, and the resource's and
+    the instrumentation scope's attributes and names. The same bytes when nothing changed; a
+    request that cannot be parsed goes out as it came (the receiver validated it already).
+    """
+    from opentelemetry.proto.collector.logs.v1 import logs_service_pb2
+
+    try:
+        request = logs_service_pb2.ExportLogsServiceRequest.FromString(raw)
+    except Exception:  # noqa: BLE001 - validated on intake: nothing to redact in what is not one
+        return raw
+    changed = False
+    for resource_logs in request.resource_logs:
+        changed |= _redact_pairs(resource_logs.resource.attributes)
+        for scope_logs in resource_logs.scope_logs:
+            scope = scope_logs.scope
+            changed |= _redact_field(scope, "name") | _redact_field(scope, "version")
+            changed |= _redact_pairs(scope.attributes)
+            for record in scope_logs.log_records:
+                changed |= _redact_field(record, "event_name")
+                changed |= _redact_value(record.body, False)
+                changed |= _redact_pairs(record.attributes)
+    return request.SerializeToString() if changed else raw
+
+
+def _redact_field(message: Any, field: str) -> bool:
+    value = getattr(message, field)
+    if not value:
+        return False
+    redacted = _redact.redact_name(value)
+    if redacted == value:
+        return False
+    setattr(message, field, redacted)
+    return True
+
+
+def _redact_pairs(pairs: Any) -> bool:
+    """Redact a repeated ``KeyValue`` in place; whether anything changed."""
+    changed = False
+    for pair in pairs:
+        name = _redact.redact_name(pair.key) if pair.key else pair.key
+        if name != pair.key:
+            pair.key = name
+            pair.value.Clear()
+            pair.value.string_value = _redact.REDACTED
+            changed = True
+        else:
+            changed |= _redact_value(pair.value, _redact.is_secret_key(pair.key))
+    return changed
+
+
+def _redact_value(value: Any, secret: bool) -> bool:
+    """Redact an ``AnyValue`` in place (under a secret name: any text or structure becomes
+    ``[REDACTED]``; numbers and booleans stay); whether anything changed."""
+    kind = value.WhichOneof("value")
+    if kind is None or kind in ("int_value", "double_value", "bool_value"):
+        return False
+    if secret:
+        value.Clear()
+        value.string_value = _redact.REDACTED
+        return True
+    if kind == "string_value":
+        text = value.string_value
+        redacted = _redact.redact_text(text)
+        if redacted == text:
+            return False
+        value.string_value = redacted
+        return True
+    if kind == "bytes_value":
+        text = value.bytes_value.decode("utf-8", errors="replace")
+        redacted = _redact.redact_text(text)
+        if redacted == text:
+            return False
+        value.bytes_value = redacted.encode("utf-8", errors="replace")
+        return True
+    if kind == "array_value":
+        changed = False
+        for item in value.array_value.values:
+            changed |= _redact_value(item, False)
+        return changed
+    return _redact_pairs(value.kvlist_value.values)

@@ -122,7 +122,8 @@ class ScoringService:
             max_traces=trace.max_traces, capacity=self._scoring_room,
             expect=self.buffer.expect, on_sweep=self.buffer.expire, clock=settle_clock)
         self.logs = LogForwarder(down.endpoint, down.protocol, dict(down.headers), down.timeout,
-                                 down.compression, max_bytes=exp.queue_bytes // 4)
+                                 down.compression, max_bytes=exp.queue_bytes // 4,
+                                 redact=config.redaction.foreign_spans is not False)
         self.admission = Admission(self, config)
         self.intake = Intake(self, config.receivers.max_request_bytes)
         self.counts: Counter[str] = Counter()
