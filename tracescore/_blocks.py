@@ -152,7 +152,8 @@ class SpanBlock:
             picks = _rt.picks
             if picks is None or picks(span.get_span_context().trace_id):
                 self._payload = CallRecord(spec.kind, {})
-        self._token = otel_context.attach(trace.set_span_in_context(span))
+        self._token = otel_context.attach(deco.span_context(spec, span) if spec is not None
+                                          else trace.set_span_in_context(span))
 
     def _finish(self) -> None:
         if self._spec is not None:

@@ -517,6 +517,13 @@ def configure(
                 f"configure(scoring=[...]) takes ScoringRule objects, got {type(rule).__name__}"
             )
     content_options: ContentOptions = groups["content"].resolve()
+    if content_options.price_file:
+        from ._instrument import usage as _usage
+
+        if groups["content"].price_file is not None:
+            _usage.price_table(content_options.price_file)  # a bad file given here: fail now
+        else:
+            _usage.prices_or_shipped(content_options.price_file)  # from the env: warn once
     limits_options: LimitsOptions = groups["limits"].resolve()
     export_options: ExportOptions = groups["export"].resolve()
     if flush_timeout is None:

@@ -29,6 +29,7 @@ from . import _semconv as sc
 from ._calls import CallRecord
 from ._conversation import with_conversation
 from ._errors import ConfigurationError
+from ._instrument import usage as _usage
 from ._redact import redact_text
 from ._runtime import RUNTIME as _rt
 from ._serialize import MAX_DOCUMENTS, to_documents, to_json, truncate, utf8_safe
@@ -68,6 +69,9 @@ class _Spec:
         "simple_params",
         "signature",
         "skip_first",
+        "agent_name",
+        "model",
+        "provider",
     )
 
     def __init__(
@@ -85,6 +89,11 @@ class _Spec:
         prefix, operation, oi_kind = _KINDS[kind]
         self.kind = kind
         self.name = name or _callable_name(func)
+        # An agent's name rides in the context of its calls: a model call inside is counted
+        # for it in the token and cost metrics.
+        self.agent_name = self.name if kind == "agent" else None
+        self.model = model
+        self.provider = provider
         label = (model or self.name) if kind == "llm" else self.name
         self.span_name = f"{prefix} {label}"
         attrs: dict[str, Any] = {
@@ -237,11 +246,24 @@ def _start(spec: _Spec, instance: Any, args: tuple[Any, ...], kwargs: dict[str, 
                     _record_input_messages(span, arguments, limit)
     except Exception:
         _internal_error("recording the input")
-    token = otel_context.attach(trace.set_span_in_context(span))
+    token = otel_context.attach(span_context(spec, span))
     return span, payload, token
 
 
-def _finish(spec: _Spec, span: Span, payload: CallRecord | None, output: Any) -> None:
+def span_context(spec: _Spec, span: Span,
+                 parent: otel_context.Context | None = None) -> otel_context.Context:
+    """The context in which the call runs: ``span`` current and, for an agent, its name."""
+    ctx = trace.set_span_in_context(span, parent)
+    if spec.agent_name is not None:
+        ctx = otel_context.set_value(_usage.AGENT_KEY, spec.agent_name, ctx)
+    return ctx
+
+
+def _finish(spec: _Spec, span: Span, payload: CallRecord | None, output: Any,
+            streamed: _usage.StreamUsage | None = None,
+            context: otel_context.Context | None = None) -> None:
+    if spec.kind == "llm":
+        _record_usage(spec, span, output, streamed, context)
     try:
         capture = spec.capture if spec.capture is not None else _rt.capture
         limit = _rt.max_length
@@ -268,6 +290,31 @@ def _finish(spec: _Spec, span: Span, payload: CallRecord | None, output: Any) ->
                                  sc.GEN_AI_OUTPUT_MESSAGES, sc.LLM_OUTPUT_MESSAGES, limit)
     except Exception:
         _internal_error("recording the output")
+
+
+def _record_usage(spec: _Spec, span: Span, output: Any, streamed: _usage.StreamUsage | None,
+                  context: otel_context.Context | None) -> None:
+    """A model call's usage, response model, id, finish reasons and cost on its span, and its
+    token and cost metrics under the agent it ran in (``streamed``: what a stream's chunks
+    reported; ``context``: the call's context when it is not the current one)."""
+    try:
+        found = streamed.result() if streamed is not None else _usage.from_response(output)
+        if found is None:
+            return
+        rt = _rt
+        spent = _usage.cost(found, _usage.lookup(_usage.prices_or_shipped(rt.price_file),
+                                                 found.model or spec.model))
+        attrs = _usage.attributes(found, spent)
+        if found.model and not spec.model:
+            attrs[sc.LLM_MODEL_NAME] = found.model  # what Phoenix prices and groups by
+        span.set_attributes(attrs)
+        telemetry = rt.telemetry
+        if telemetry is not None:
+            agent = otel_context.get_value(_usage.AGENT_KEY, context)
+            telemetry.record_llm_call(found, spent, agent=agent, request_model=spec.model,
+                                      provider=spec.provider)
+    except Exception:
+        _internal_error("recording the usage")
 
 
 def _has_more(result: Any, count: int) -> bool:
@@ -542,22 +589,27 @@ def _item_cap(spec: _Spec) -> int | None:
 class _Stream:
     """A traced stream's span and what its items leave for the span."""
 
-    __slots__ = ("spec", "span", "payload", "context", "items", "cap", "failed", "closing")
+    __slots__ = ("spec", "span", "payload", "context", "items", "cap", "failed", "closing",
+                 "usage")
 
     def __init__(self, spec: _Spec, span: Span, payload: CallRecord | None,
                  parent: otel_context.Context) -> None:
         self.spec = spec
         self.span = span
         self.payload = payload
-        self.context = trace.set_span_in_context(span, parent)  # attached while its code runs
+        self.context = span_context(spec, span, parent)  # attached while its code runs
         self.items: list[Any] = []
         self.cap = _item_cap(spec)
         self.failed = False
         self.closing = False  # the consumer closed the stream (GeneratorExit is then no error)
+        # A model call's stream: every chunk is read for usage (the last one carries it).
+        self.usage = _usage.StreamUsage() if spec.kind == "llm" else None
 
     def keep(self, item: Any) -> None:
         if self.cap is None or len(self.items) < self.cap:
             self.items.append(item)
+        if self.usage is not None:
+            self.usage.add(item)
 
     def raised(self, exc: BaseException) -> None:
         # Being closed is no error; a GeneratorExit the generator's own code raises is.
@@ -567,7 +619,8 @@ class _Stream:
 
     def end(self) -> None:
         if not self.failed:
-            _finish(self.spec, self.span, self.payload, _join(self.items))
+            _finish(self.spec, self.span, self.payload, _join(self.items), self.usage,
+                    self.context)
         _end(self.span, self.payload, None)
 
 

@@ -107,6 +107,12 @@ class ContentOptions:
             ``configure(capture_content=...)`` is the same switch.
         max_length: characters kept per captured value. Default
             ``TRACESCORE_MAX_CONTENT_LENGTH``, else 16384.
+        price_file: a JSON (or TOML) file of model prices, ``{"models": {"<model>": {"input":
+            <USD per million input tokens>, "output": ..., "cache_read": ..., "cache_write":
+            ...}}}``, whose entries are added to (and take precedence over) the price table
+            tracescore ships, for the cost on ``@tracescore.llm`` spans
+            (``gen_ai.usage.cost``, docs/decorators.md). Default
+            ``TRACESCORE_PRICE_FILE``, else none (the shipped table only).
 
     A number past its maximum (docs/configuration.md, "Maxima") warns once and the maximum
     applies.
@@ -122,16 +128,23 @@ class ContentOptions:
 
     capture: bool | None = None
     max_length: int | None = None
+    price_file: str | None = None
 
     def __post_init__(self) -> None:
         _flag("ContentOptions", "capture", self.capture)
         check_positive("ContentOptions", "max_length", self.max_length, integer=True)
         _bound_fields(self)
+        if self.price_file is not None:
+            if not isinstance(self.price_file, (str, os.PathLike)):
+                raise ConfigurationError("ContentOptions(price_file=...) takes a file path")
+            object.__setattr__(self, "price_file", os.fspath(self.price_file))
 
     def resolve(self) -> ContentOptions:
-        """Every field filled: the value given, else the environment's, else the default."""
+        """Every field filled: the value given, else the environment's, else the default
+        (``price_file`` may stay None: the shipped price table only)."""
         return _fill(self, {"capture": _env.capture_content,
-                            "max_length": _env.max_content_length})
+                            "max_length": _env.max_content_length,
+                            "price_file": _env.price_file})
 
 
 @dataclass(frozen=True, kw_only=True)

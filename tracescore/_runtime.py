@@ -29,6 +29,8 @@ class Runtime:
         tracer: the tracer the decorators use; None: the global provider's.
         capture: whether the decorators put content on spans (``ContentOptions.capture``).
         max_length: characters kept per captured value (``ContentOptions.max_length``).
+        price_file: the user's price table added to the shipped one
+            (``ContentOptions.price_file``), or None.
         disabled: ``TRACESCORE_DISABLED``: every decorator is a pass-through.
         scoring: whether scoring rules are configured (the decorators then keep each call's
             full values in a ``CallRecord`` for the span's reading).
@@ -53,6 +55,7 @@ class Runtime:
         self.tracer: Any = None
         self.capture: bool = bool(content.capture)
         self.max_length: int = int(content.max_length or 0)
+        self.price_file: str | None = content.price_file
         self.disabled: bool = _env.disabled()
         self.scoring: bool = False
         self.picks: Any = None
@@ -81,6 +84,7 @@ class Runtime:
         self.judge = judge
         self.capture = bool(content.capture)
         self.max_length = int(content.max_length or 0)
+        self.price_file = content.price_file
         self.caps = InputCaps(max_length=int(limits.max_scoring_length or 0),
                               max_documents=int(limits.max_scoring_documents or 0),
                               max_document_length=int(limits.max_scoring_document_length or 0))

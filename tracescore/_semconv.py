@@ -26,6 +26,17 @@ GEN_AI_CONVERSATION_ID: Final = "gen_ai.conversation.id"
 SESSION_ID: Final = "session.id"
 USER_ID: Final = "user.id"
 CONVERSATION_ATTRIBUTES: Final = (GEN_AI_CONVERSATION_ID, SESSION_ID, USER_ID)
+# What a model call reported (tracescore._instrument.usage): token usage, the answering model,
+# the response's id and finish reasons. input_tokens counts cached input tokens too, as the
+# conventions ask; the cached part is also given apart.
+GEN_AI_USAGE_INPUT_TOKENS: Final = "gen_ai.usage.input_tokens"
+GEN_AI_USAGE_OUTPUT_TOKENS: Final = "gen_ai.usage.output_tokens"
+GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS: Final = "gen_ai.usage.cache_read.input_tokens"
+GEN_AI_USAGE_CACHE_CREATION_INPUT_TOKENS: Final = "gen_ai.usage.cache_creation.input_tokens"
+GEN_AI_RESPONSE_FINISH_REASONS: Final = "gen_ai.response.finish_reasons"
+# The call's cost in USD from tracescore's price table. The GenAI conventions define no cost
+# attribute yet; this is the name Langfuse reads as a generation's total cost from OTel spans.
+GEN_AI_USAGE_COST: Final = "gen_ai.usage.cost"
 
 OPERATION_INVOKE_AGENT: Final = "invoke_agent"
 OPERATION_RETRIEVAL: Final = "retrieval"
@@ -59,6 +70,15 @@ DOCUMENT_CONTENT: Final = "document.content"
 LLM_MODEL_NAME: Final = "llm.model_name"
 LLM_PROVIDER: Final = "llm.provider"  # OpenInference's gen_ai.provider.name
 TOOL_NAME: Final = "tool.name"
+# Token counts and cost in OpenInference's names (what Phoenix shows on an LLM span).
+LLM_TOKEN_COUNT_PROMPT: Final = "llm.token_count.prompt"
+LLM_TOKEN_COUNT_COMPLETION: Final = "llm.token_count.completion"
+LLM_TOKEN_COUNT_TOTAL: Final = "llm.token_count.total"
+LLM_TOKEN_COUNT_CACHE_READ: Final = "llm.token_count.prompt_details.cache_read"
+LLM_TOKEN_COUNT_CACHE_WRITE: Final = "llm.token_count.prompt_details.cache_write"
+LLM_COST_PROMPT: Final = "llm.cost.prompt"
+LLM_COST_COMPLETION: Final = "llm.cost.completion"
+LLM_COST_TOTAL: Final = "llm.cost.total"
 
 OI_KIND_AGENT: Final = "AGENT"
 OI_KIND_RETRIEVER: Final = "RETRIEVER"
@@ -132,6 +152,8 @@ TRACESCORE_TRUNCATED: Final = "tracescore.truncated"
 TRACESCORE_EXPORT_TRUNCATED: Final = "tracescore.export.truncated"
 
 INSTRUMENTATION_SCOPE: Final = "tracescore"
+# The OpenTelemetry context key (not an attribute) holding the running agent span's name.
+CONTEXT_AGENT: Final = "tracescore.agent"
 # Provenance on every score: a hash of the scorer's prompts and options (tracescore._fingerprint),
 # and the scored response's id (a GenAI attribute of the gen_ai.evaluation.result event).
 TRACESCORE_EVALUATOR_VERSION: Final = "tracescore.evaluator.version"
@@ -237,7 +259,16 @@ METRICS: Final[dict[str, Instrument]] = {
         "Duration of each judge call (GenAI client operation).", _CLIENT_DURATION_BUCKETS),
     "client_tokens": Instrument(
         "gen_ai.client.token.usage", "histogram", "{token}",
-        "Tokens of each judge call, by gen_ai.token.type.", _CLIENT_TOKEN_BUCKETS),
+        "Tokens of each model call, by gen_ai.token.type: the judge's, and the application's "
+        "(those carry gen_ai.agent.name).", _CLIENT_TOKEN_BUCKETS),
+    "llm_cost": Instrument(
+        "tracescore.llm.cost", "counter", "USD",
+        "Cost of the application's model calls from tracescore's price table, by "
+        "gen_ai.agent.name and model."),
+    "llm_unpriced": Instrument(
+        "tracescore.llm.unpriced", "counter", "{call}",
+        "Model calls that reported token usage but could not be priced (model not in the price "
+        "table, long-context or non-standard tier), by gen_ai.agent.name and model."),
     "queue_size": Instrument(
         "tracescore.scoring.queue.size", "gauge", "{job}",
         "Scoring jobs accepted and not finished."),

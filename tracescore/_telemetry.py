@@ -43,6 +43,16 @@ judge's too (told apart by the instrumentation scope ``tracescore``):
   ``gen_ai.provider.name``, ``gen_ai.request.model``, ``gen_ai.response.model``, ``error.type``
   (tracescore's classification: ``timeout``, ``rate_limited``, ``judge_unavailable``, ...).
 - ``gen_ai.client.token.usage`` (histogram, ``{token}``): the same, plus ``gen_ai.token.type``.
+
+The application's own model calls (``@tracescore.llm`` spans whose result reported token usage)
+go into the same ``gen_ai.client.token.usage`` histogram, with ``gen_ai.agent.name`` (the agent
+span they ran in, ``_none`` outside one), ``gen_ai.operation.name``, ``gen_ai.request.model``,
+``gen_ai.response.model``, ``gen_ai.provider.name`` and ``gen_ai.token.type``; their cost into
+
+- ``tracescore.llm.cost`` (counter, ``USD``), by the same dimensions less the token type, and
+- ``tracescore.llm.unpriced`` (counter, ``{call}``): calls with usage that could not be priced.
+
+Agent and model names are bounded as above (20 distinct values each, then ``_other``).
 """
 
 from __future__ import annotations
@@ -67,6 +77,8 @@ NONE = "_none"
 SKIP_REASON: str = sc.TRACESCORE_SKIP_REASON
 DROP_REASON: str = sc.TRACESCORE_DROP_REASON
 TOKEN_TYPE: str = sc.GEN_AI_TOKEN_TYPE
+# The key of the application's model calls in the bounded dimensions (no scorer id has a NUL).
+_LLM = "\0llm"
 
 
 def create_instrument(meter: Any, spec: sc.Instrument,
@@ -143,6 +155,8 @@ class Telemetry:
         self.spans_dropped = made["spans_dropped"]
         self.client_duration = made["client_duration"]
         self.client_tokens = made["client_tokens"]
+        self.llm_cost = made["llm_cost"]
+        self.llm_unpriced = made["llm_unpriced"]
         self.annotations = made["annotations"]
         self._dimension_lock = threading.Lock()
         self._dimension_values: dict[tuple[str, str], set[str]] = {}
@@ -178,6 +192,44 @@ class Telemetry:
                     self.client_tokens.record(count, {**attributes, TOKEN_TYPE: token_type})
         except Exception:
             logger.debug("tracescore could not record judge call metrics", exc_info=True)
+
+    def record_llm_call(self, usage: Any, spent: tuple[float, float] | None, *,
+                        agent: Any = None, request_model: Any = None,
+                        provider: Any = None) -> None:
+        """Record one of the application's model calls: its tokens in
+        ``gen_ai.client.token.usage`` and its cost in ``tracescore.llm.cost`` (or, when it
+        could not be priced, one ``tracescore.llm.unpriced``), by the agent it ran in.
+
+        Args:
+            usage: the call's ``tracescore._instrument.usage.Usage``.
+            spent: its ``(input, output)`` cost in USD, or None when not priced.
+            agent: the name of the agent span around the call; ``_none`` when there is none.
+            request_model, provider: the decorator's ``model=`` and ``provider=``, if given.
+        """
+        try:
+            attrs: dict[str, Any] = {
+                sc.GEN_AI_OPERATION_NAME: sc.OPERATION_CHAT,
+                sc.GEN_AI_AGENT_NAME: self.bounded(_LLM, sc.GEN_AI_AGENT_NAME, agent),
+            }
+            if request_model:
+                attrs[sc.GEN_AI_REQUEST_MODEL] = self.bounded(
+                    _LLM, sc.GEN_AI_REQUEST_MODEL, request_model)
+            if usage.model:
+                attrs[sc.GEN_AI_RESPONSE_MODEL] = self.bounded(
+                    _LLM, sc.GEN_AI_RESPONSE_MODEL, usage.model)
+            if provider:
+                attrs[sc.GEN_AI_PROVIDER_NAME] = self.bounded(
+                    _LLM, sc.GEN_AI_PROVIDER_NAME, provider)
+            for token_type, count in (("input", usage.input_tokens),
+                                      ("output", usage.output_tokens)):
+                if count is not None:
+                    self.client_tokens.record(count, {**attrs, TOKEN_TYPE: token_type})
+            if spent is not None:
+                self.llm_cost.add(spent[0] + spent[1], attrs)
+            elif usage.input_tokens is not None or usage.output_tokens is not None:
+                self.llm_unpriced.add(1, attrs)
+        except Exception:
+            logger.debug("tracescore could not record model call metrics", exc_info=True)
 
     def record_export(self, outcome: str, spans: int) -> None:
         """Count spans the exporter accepted (``outcome="exported"``) or dropped for the cause

@@ -1,0 +1,466 @@
+"""Token usage, response ids and cost of a model call, read from what the call returned.
+
+``from_response`` reads the response objects of the OpenAI SDK (a chat ``ChatCompletion`` and a
+Responses API ``Response``), litellm (``ModelResponse``, the chat shape) and the Anthropic SDK
+(``Message``), typed or as plain dicts, by duck typing: no SDK is imported. ``StreamUsage``
+does the same for a stream of chunks (an OpenAI chat stream whose last chunk carries ``usage``
+when the request set ``stream_options={"include_usage": True}``; Anthropic's
+``message_start`` / ``message_delta`` events; the Responses API's ``response.completed``
+event). ``attributes`` turns a ``Usage`` into span attributes in both vocabularies tracescore
+writes: the OTel GenAI conventions' ``gen_ai.usage.*`` / ``gen_ai.response.*`` and
+OpenInference's ``llm.token_count.*`` (what Phoenix shows).
+
+Input tokens follow the GenAI conventions: ``gen_ai.usage.input_tokens`` counts every input
+token, cached ones included (Anthropic reports uncached, cache-read and cache-write tokens
+apart: they are added up), with the cached part also in ``gen_ai.usage.cache_read.input_tokens``
+and ``gen_ai.usage.cache_creation.input_tokens``.
+
+Cost comes from a price table that is data (``prices.json`` beside this module, list prices
+per million tokens, with its date and source), overlaid by the user's own file
+(``ContentOptions.price_file`` / ``TRACESCORE_PRICE_FILE``). A call is priced only when every
+token it used has a price: an unknown model, a cache read or write the table has no price for,
+a prompt above the table's ``max_input_tokens`` (long-context pricing), a long-lived cache
+write (one hour, 12 hours) or a non-standard service tier (batch, flex, priority) gives no
+cost at all, never a guess.
+
+Only the standard library, OpenTelemetry's context API, ``_semconv`` and ``_errors`` are
+imported. Nothing here raises
+from ``from_response``, ``StreamUsage.add`` or ``attributes``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import threading
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from opentelemetry import context as otel_context
+
+from .. import _semconv as sc
+from .._errors import ConfigurationError
+
+logger = logging.getLogger("tracescore")
+
+#: The OpenTelemetry context key under which an agent span's name is kept while it runs, so a
+#: model call inside it (a decorated one, or another instrumentation's span) is counted for it.
+AGENT_KEY = otel_context.create_key(sc.CONTEXT_AGENT)
+
+PRICES_PATH = Path(__file__).with_name("prices.json")
+
+# Service tiers billed at list price; any other (batch, flex, priority, scale) is not priced.
+_STANDARD_TIERS = frozenset({"default", "standard", "auto", "standard_only"})
+
+
+
+class Usage:
+    """What one model call reported about itself.
+
+    Attributes:
+        input_tokens: every input token, cached ones included (None: not reported).
+        output_tokens: output tokens, reasoning included (None: not reported).
+        cache_read: input tokens read from the provider's prompt cache (0 when none).
+        cache_write: input tokens written to the prompt cache (0 when none).
+        cache_write_long: True when some cache writes were billed at a longer-lived rate
+            (Anthropic's one hour, OpenAI's 12 hours), which the price table does not hold.
+        model: the model that answered (``gen_ai.response.model``), or None.
+        response_id: the provider's id of the response, or None.
+        finish_reasons: why generation stopped, one per choice, or None.
+        service_tier: the tier the provider billed, when it says.
+    """
+
+    __slots__ = ("input_tokens", "output_tokens", "cache_read", "cache_write", "cache_write_long",
+                 "model", "response_id", "finish_reasons", "service_tier")
+
+    def __init__(self) -> None:
+        self.input_tokens: int | None = None
+        self.output_tokens: int | None = None
+        self.cache_read = 0
+        self.cache_write = 0
+        self.cache_write_long = False
+        self.model: str | None = None
+        self.response_id: str | None = None
+        self.finish_reasons: list[str] | None = None
+        self.service_tier: str | None = None
+
+    def empty(self) -> bool:
+        """Nothing was read."""
+        return (self.input_tokens is None and self.output_tokens is None and self.model is None
+                and self.response_id is None and not self.finish_reasons)
+
+
+def _get(obj: Any, key: str) -> Any:
+    if obj is None:
+        return None
+    if isinstance(obj, Mapping):
+        return obj.get(key)
+    try:
+        return getattr(obj, key, None)
+    except Exception:
+        return None
+
+
+def _int(value: Any) -> int | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return None
+
+
+def _str(value: Any) -> str | None:
+    if isinstance(value, str) and value:
+        return value
+    # enums of typed SDKs (a finish reason or tier as a str subclass is caught above)
+    inner = getattr(value, "value", None)
+    return inner if isinstance(inner, str) and inner else None
+
+
+def from_response(result: Any) -> Usage | None:
+    """The usage, model, id and finish reasons of a model call's return value, or None when it
+    is not a response this module knows (a string, a dict without these fields, ...).
+
+    Args:
+        result: an OpenAI ``ChatCompletion`` or ``Response``, a litellm ``ModelResponse``, an
+            Anthropic ``Message``, or any of them as a dict (``model_dump()`` / parsed JSON).
+    """
+    if result is None or isinstance(result, (str, bytes, int, float, list, tuple)):
+        return None
+    try:
+        usage = Usage()
+        _read(result, usage)
+        return None if usage.empty() else usage
+    except Exception:
+        logger.debug("tracescore could not read a response's usage", exc_info=True)
+        return None
+
+
+def _read(obj: Any, out: Usage) -> None:
+    """Fill ``out`` from one response or one stream chunk."""
+    model = _str(_get(obj, "model"))
+    if model:
+        out.model = model
+    rid = _str(_get(obj, "id"))
+    if rid:
+        out.response_id = rid
+    tier = _str(_get(obj, "service_tier"))
+    if tier:
+        out.service_tier = tier
+    choices = _get(obj, "choices")
+    if isinstance(choices, (list, tuple)) and choices:
+        reasons = [r for r in (_str(_get(c, "finish_reason")) for c in choices) if r]
+        if reasons:
+            out.finish_reasons = reasons
+    stop = _str(_get(obj, "stop_reason"))  # Anthropic
+    if stop:
+        out.finish_reasons = [stop]
+    status = _str(_get(obj, "status"))  # the Responses API
+    if status and _get(obj, "object") == "response":
+        if status == "completed":
+            out.finish_reasons = ["stop"]
+        elif status == "incomplete":
+            reason = _str(_get(_get(obj, "incomplete_details"), "reason"))
+            out.finish_reasons = [reason or status]
+    usage = _get(obj, "usage")
+    if usage is not None:
+        _read_usage(usage, out, anthropic=stop is not None or _get(obj, "type") == "message")
+
+
+def _read_usage(usage: Any, out: Usage, *, anthropic: bool) -> None:
+    prompt = _int(_get(usage, "prompt_tokens"))
+    if prompt is not None:  # the chat shape (OpenAI, litellm): prompt_tokens counts cached ones
+        out.input_tokens = prompt
+        out.output_tokens = _int(_get(usage, "completion_tokens"))
+        details = _get(usage, "prompt_tokens_details")
+        out.cache_read = _int(_get(details, "cached_tokens")) or 0
+        out.cache_write = (_int(_get(details, "cache_write_tokens"))
+                           or _int(_get(details, "cache_creation_tokens"))  # litellm's name
+                           or _int(_get(usage, "cache_creation_input_tokens")) or 0)
+        out.cache_write_long = _long_writes(details)
+        return
+    inputs = _int(_get(usage, "input_tokens"))
+    outputs = _int(_get(usage, "output_tokens"))
+    read = _int(_get(usage, "cache_read_input_tokens"))
+    write = _int(_get(usage, "cache_creation_input_tokens"))
+    if anthropic or read is not None or write is not None:
+        # Anthropic: input_tokens are the uncached ones; the cache's are reported apart.
+        if inputs is not None or read or write:
+            out.input_tokens = (inputs or 0) + (read or 0) + (write or 0)
+        out.cache_read = read or 0
+        out.cache_write = write or 0
+        long_writes = _int(_get(_get(usage, "cache_creation"), "ephemeral_1h_input_tokens"))
+        out.cache_write_long = bool(long_writes)
+        tier = _str(_get(usage, "service_tier"))
+        if tier:
+            out.service_tier = tier
+    else:  # the Responses API: input_tokens counts cached ones
+        out.input_tokens = inputs
+        details = _get(usage, "input_tokens_details")
+        out.cache_read = _int(_get(details, "cached_tokens")) or 0
+        out.cache_write = _int(_get(details, "cache_write_tokens")) or 0
+        out.cache_write_long = _long_writes(details)
+    if outputs is not None:
+        out.output_tokens = outputs
+
+
+def _long_writes(details: Any) -> bool:
+    """Whether OpenAI billed some cache writes at its longer (12-hour) retention rate."""
+    return bool(_int(_get(_get(details, "cache_write_tokens_details"), "ttl_12h_tokens")))
+
+
+class StreamUsage:
+    """Usage gathered from a stream's chunks, one ``add`` per chunk (cheap: a few look-ups).
+
+    Chat chunks (OpenAI, litellm) give the id, model and finish reasons as they come and the
+    usage on the last chunk when the request asked for it; Anthropic's ``message_start`` gives
+    the id, model and input usage, each ``message_delta`` the stop reason and the output tokens
+    so far; the Responses API's ``response.completed`` (or ``.incomplete``) event carries the
+    whole response.
+    """
+
+    __slots__ = ("usage", "_anthropic_input")
+
+    def __init__(self) -> None:
+        self.usage = Usage()
+        self._anthropic_input: Any = None
+
+    def add(self, chunk: Any) -> None:
+        """Read one chunk; anything unknown is ignored. Never raises."""
+        if chunk is None or isinstance(chunk, (str, bytes)):
+            return
+        try:
+            kind = _get(chunk, "type")
+            if kind == "message_start":
+                message = _get(chunk, "message")
+                _read(message, self.usage)
+                self._anthropic_input = _get(message, "usage")
+            elif kind == "message_delta":
+                stop = _str(_get(_get(chunk, "delta"), "stop_reason"))
+                if stop:
+                    self.usage.finish_reasons = [stop]
+                delta = _get(chunk, "usage")
+                if delta is not None:
+                    self._anthropic_delta(delta)
+            elif isinstance(kind, str) and kind.startswith("response."):
+                response = _get(chunk, "response")
+                if response is not None:
+                    _read(response, self.usage)
+            elif kind is None or _get(chunk, "object") == "chat.completion.chunk":
+                _read(chunk, self.usage)
+        except Exception:
+            logger.debug("tracescore could not read a stream chunk's usage", exc_info=True)
+
+    def _anthropic_delta(self, delta: Any) -> None:
+        # message_delta's counts are cumulative: the last one holds. Input counts appear there
+        # too in recent API versions; else message_start's stand.
+        merged = Usage()
+        _read_usage(self._anthropic_input or {}, merged, anthropic=True)
+        later = Usage()
+        _read_usage(delta, later, anthropic=True)
+        u = self.usage
+        u.output_tokens = later.output_tokens if later.output_tokens is not None \
+            else merged.output_tokens
+        if _int(_get(delta, "input_tokens")) is not None:
+            u.input_tokens, u.cache_read, u.cache_write = (later.input_tokens, later.cache_read,
+                                                           later.cache_write)
+        else:
+            u.input_tokens, u.cache_read, u.cache_write = (merged.input_tokens, merged.cache_read,
+                                                           merged.cache_write)
+        u.cache_write_long = later.cache_write_long or merged.cache_write_long
+
+    def result(self) -> Usage | None:
+        """What the stream reported, or None when nothing was read."""
+        u = self.usage
+        if self._anthropic_input is not None and u.input_tokens is None:
+            _read_usage(self._anthropic_input, u, anthropic=True)
+        return None if u.empty() else u
+
+
+# --- prices -------------------------------------------------------------------------------------
+class Price:
+    """One model's list prices in USD per million tokens (see ``prices.json``)."""
+
+    __slots__ = ("input", "output", "cache_read", "cache_write", "max_input_tokens")
+
+    def __init__(self, entry: Mapping[str, Any]) -> None:
+        self.input = float(entry["input"])
+        self.output = float(entry["output"])
+        self.cache_read = _opt_float(entry.get("cache_read"))
+        self.cache_write = _opt_float(entry.get("cache_write"))
+        limit = entry.get("max_input_tokens")
+        self.max_input_tokens = int(limit) if limit is not None else None
+
+
+def _opt_float(value: Any) -> float | None:
+    return None if value is None else float(value)
+
+
+def _check_entry(name: str, entry: Any, origin: str) -> None:
+    if not isinstance(entry, Mapping):
+        raise ConfigurationError(f"price table {origin}: {name!r} takes an object of prices")
+    for key in ("input", "output"):
+        if key not in entry:
+            raise ConfigurationError(f"price table {origin}: {name!r} has no {key!r} price")
+    for key, value in entry.items():
+        if key not in ("input", "output", "cache_read", "cache_write", "max_input_tokens"):
+            raise ConfigurationError(
+                f"price table {origin}: {name!r} has an unknown field {key!r} (input, output, "
+                "cache_read, cache_write, max_input_tokens)")
+        if (value is None and key not in ("input", "output")):
+            continue
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+            raise ConfigurationError(
+                f"price table {origin}: {name}.{key} takes a number >= 0, got {value!r}")
+
+
+def _load(path: str | os.PathLike[str]) -> dict[str, Price]:
+    """The ``models`` of one price file (JSON, or TOML when it ends in ``.toml``).
+
+    Raises:
+        ConfigurationError: the file cannot be read or an entry is malformed.
+    """
+    origin = os.fspath(path)
+    try:
+        if origin.endswith(".toml"):
+            try:
+                import tomllib  # type: ignore[import-not-found,unused-ignore]
+            except ModuleNotFoundError:  # Python 3.10
+                import tomli as tomllib  # type: ignore[import-not-found,no-redef,unused-ignore]
+            with open(origin, "rb") as fh:
+                data = tomllib.load(fh)
+        else:
+            with open(origin, encoding="utf-8") as fh:
+                data = json.load(fh)
+    except (OSError, ValueError, ImportError) as exc:
+        raise ConfigurationError(f"price table {origin} could not be read: {exc}") from None
+    models = data.get("models") if isinstance(data, Mapping) else None
+    if not isinstance(models, Mapping):
+        raise ConfigurationError(
+            f"price table {origin}: takes an object with \"models\": {{name: {{\"input\": ..., "
+            "\"output\": ...}}}} (USD per million tokens)")
+    table = {}
+    for name, entry in models.items():
+        _check_entry(str(name), entry, origin)
+        table[str(name)] = Price(entry)
+    return table
+
+
+_tables: dict[str | None, dict[str, Price]] = {}
+_tables_lock = threading.Lock()
+
+
+def price_table(path: str | None = None) -> dict[str, Price]:
+    """The prices tracescore uses: the shipped table, overlaid by ``path``'s entries (a model
+    named in both takes the user's prices). Loaded once per path.
+
+    Raises:
+        ConfigurationError: ``path`` cannot be read or is malformed.
+    """
+    table = _tables.get(path)
+    if table is not None:
+        return table
+    with _tables_lock:
+        table = _tables.get(path)
+        if table is None:
+            table = dict(_load(PRICES_PATH))
+            if path:
+                table.update(_load(path))
+            _tables[path] = table
+    return table
+
+
+_warned: set[str] = set()
+
+
+def prices_or_shipped(path: str | None) -> dict[str, Price]:
+    """``price_table(path)``, or the shipped table alone (with one warning per path) when the
+    user's file cannot be read: for the decorators, which never raise. Never raises."""
+    try:
+        return price_table(path)
+    except ConfigurationError as exc:
+        with _tables_lock:
+            if path not in _warned:
+                _warned.add(str(path))
+                logger.warning("%s; tracescore prices model calls with its own table only "
+                               "(the application is unaffected)", exc)
+            table = dict(_load(PRICES_PATH))
+            _tables[path] = table
+        return table
+
+
+def lookup(table: Mapping[str, Price], model: str | None) -> Price | None:
+    """The price of ``model``: its exact name, else the name after a ``provider/`` prefix
+    (``openai/gpt-4o-mini``). Dated snapshots are listed on their own; no other guess is made."""
+    if not model:
+        return None
+    price = table.get(model)
+    if price is None and "/" in model:
+        price = table.get(model.rsplit("/", 1)[1])
+    return price
+
+
+def cost(usage: Usage, price: Price | None) -> tuple[float, float] | None:
+    """``(input cost, output cost)`` in USD, or None when the call cannot be priced exactly
+    (see the module's docstring). Formula: uncached input x ``input`` + cache reads x
+    ``cache_read`` + cache writes x ``cache_write`` and output x ``output``, per million."""
+    if price is None or usage.input_tokens is None or usage.output_tokens is None:
+        return None
+    if usage.service_tier is not None and usage.service_tier not in _STANDARD_TIERS:
+        return None
+    if price.max_input_tokens is not None and usage.input_tokens > price.max_input_tokens:
+        return None
+    if usage.cache_write_long:
+        return None
+    read, write = usage.cache_read, usage.cache_write
+    if (read and price.cache_read is None) or (write and price.cache_write is None):
+        return None
+    uncached = usage.input_tokens - read - write
+    if uncached < 0:
+        return None
+    spent_in = uncached * price.input + read * (price.cache_read or 0.0) \
+        + write * (price.cache_write or 0.0)
+    return spent_in / 1e6, usage.output_tokens * price.output / 1e6
+
+
+def attributes(usage: Usage, spent: tuple[float, float] | None) -> dict[str, Any]:
+    """Span attributes for ``usage`` and its cost (GenAI and OpenInference names)."""
+    attrs: dict[str, Any] = {}
+    inputs, outputs = usage.input_tokens, usage.output_tokens
+    if inputs is not None:
+        attrs[sc.GEN_AI_USAGE_INPUT_TOKENS] = inputs
+        attrs[sc.LLM_TOKEN_COUNT_PROMPT] = inputs
+    if outputs is not None:
+        attrs[sc.GEN_AI_USAGE_OUTPUT_TOKENS] = outputs
+        attrs[sc.LLM_TOKEN_COUNT_COMPLETION] = outputs
+    if inputs is not None and outputs is not None:
+        attrs[sc.LLM_TOKEN_COUNT_TOTAL] = inputs + outputs
+    if usage.cache_read:
+        attrs[sc.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS] = usage.cache_read
+        attrs[sc.LLM_TOKEN_COUNT_CACHE_READ] = usage.cache_read
+    if usage.cache_write:
+        attrs[sc.GEN_AI_USAGE_CACHE_CREATION_INPUT_TOKENS] = usage.cache_write
+        attrs[sc.LLM_TOKEN_COUNT_CACHE_WRITE] = usage.cache_write
+    if usage.model:
+        attrs[sc.GEN_AI_RESPONSE_MODEL] = usage.model
+    if usage.response_id:
+        attrs[sc.GEN_AI_RESPONSE_ID] = usage.response_id
+    if usage.finish_reasons:
+        attrs[sc.GEN_AI_RESPONSE_FINISH_REASONS] = list(usage.finish_reasons)
+    if spent is not None:
+        total = spent[0] + spent[1]
+        attrs[sc.GEN_AI_USAGE_COST] = total
+        attrs[sc.LLM_COST_PROMPT] = spent[0]
+        attrs[sc.LLM_COST_COMPLETION] = spent[1]
+        attrs[sc.LLM_COST_TOTAL] = total
+    return attrs
+
+
+def current_agent() -> str | None:
+    """The name of the agent span running in the current context, if any."""
+    value = otel_context.get_value(AGENT_KEY)
+    return value if isinstance(value, str) else None
