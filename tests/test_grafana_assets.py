@@ -60,6 +60,18 @@ t.record_judge_call({"gen_ai.operation.name": "chat", "gen_ai.provider.name": "o
                      "gen_ai.request.model": "judge", "gen_ai.response.model": "judge",
                      "error.type": "timeout"}, 0.5, 10, 5)
 t.record_annotations("sent", 1)
+
+
+class Usage:
+    input_tokens = 100
+    output_tokens = 20
+    model = "gpt-4o-mini-2024-07-18"
+
+
+if hasattr(t, "record_llm_call"):
+    t.record_llm_call(Usage(), (0.001, 0.002), agent="bot", request_model="gpt-4o-mini",
+                      provider="openai")
+    t.record_llm_call(Usage(), None, agent="bot")
 if hasattr(t, "record_export"):
     t.record_export("exported", 1)
     t.record_export("queue_full", 1)
@@ -124,14 +136,16 @@ def test_the_exporter_names_are_what_the_assets_expect() -> None:
     for name in ("tracescore_evaluation_score_bucket", "tracescore_evaluation_score_count",
                  "tracescore_scoring_jobs_total", "tracescore_judge_cost_USD_total",
                  "gen_ai_client_operation_duration_seconds_bucket",
-                 "tracescore_phoenix_annotations_total"):
+                 "tracescore_phoenix_annotations_total", "tracescore_llm_cost_USD_total",
+                 "tracescore_llm_unpriced_total", "gen_ai_client_token_usage_sum"):
         assert name in names
 
 
 def test_dashboard_loads_and_names_only_exported_metrics() -> None:
     doc = json.loads((ASSETS / "tracescore-dashboard.json").read_text(encoding="utf-8"))
     titles = " | ".join(p["title"] for p in doc["panels"]).lower()
-    for topic in ("score", "pass rate", "judge errors", "latency", "cost", "skipped"):
+    for topic in ("score", "pass rate", "judge errors", "latency", "cost", "skipped",
+                  "score and cost per agent", "tokens per agent"):
         assert topic in titles
     known = exported()
     for query in dashboard_queries():

@@ -575,3 +575,69 @@ def test_usage_reaches_an_otlp_receiver(monkeypatch: Any) -> None:
         "llm.token_count.prompt": 1000, "llm.token_count.completion": 100,
         "llm.token_count.total": 1100, "gen_ai.response.model": "claude-haiku-4-5",
         "gen_ai.response.id": "msg_e2e", "gen_ai.response.finish_reasons": ["end_turn"]}
+
+
+def test_other_instrumentations_model_calls_count_once_per_agent(reader: Any) -> None:
+    inst, exporter = memory_configure(meter_provider=MeterProvider(metric_readers=[reader]))
+    oi = inst.tracer_provider.get_tracer("openinference.instrumentation.openai")
+    langchain = inst.tracer_provider.get_tracer("openinference.instrumentation.langchain")
+    genai = inst.tracer_provider.get_tracer("opentelemetry.instrumentation.genai.openai")
+    try:
+        def oi_call(model: str = "gpt-4o-mini") -> None:
+            # what OpenInference's OpenAI instrumentation records on its LLM span
+            with oi.start_as_current_span("ChatCompletion", attributes={
+                    "openinference.span.kind": "LLM", "llm.model_name": model,
+                    "llm.provider": "openai", "llm.token_count.prompt": 1000,
+                    "llm.token_count.completion": 200, "llm.token_count.total": 1200,
+                    "llm.token_count.prompt_details.cache_read": 400}):
+                pass
+
+        @tracescore.agent(name="support-bot")
+        def support() -> None:
+            oi_call("gpt-4o-mini-2024-07-18")
+            # LangChain's LLM span around the client's: one call, counted at the client's
+            with langchain.start_as_current_span("ChatOpenAI", attributes={
+                    "openinference.span.kind": "LLM", "llm.model_name": "gpt-4o-mini",
+                    "llm.token_count.prompt": 1000, "llm.token_count.completion": 200}):
+                oi_call()
+
+        @tracescore.llm(provider="openai")
+        def wrapped() -> Any:
+            oi_call()  # the instrumented SDK call inside a decorated one: counted once
+            return chat_completion()
+
+        @tracescore.agent(name="triage")
+        def triage() -> None:
+            wrapped()
+            with genai.start_as_current_span("chat gpt-4o-mini", attributes={
+                    "gen_ai.operation.name": "chat", "gen_ai.provider.name": "openai",
+                    "gen_ai.request.model": "gpt-4o-mini", "gen_ai.usage.input_tokens": 10,
+                    "gen_ai.usage.output_tokens": 5, "gen_ai.usage.cost": 0.5}):
+                pass  # its own recorded cost is taken as it is
+            oi_call("not-a-listed-model")
+
+        support()
+        triage()
+        spans = finished(exporter)
+    finally:
+        tracescore.shutdown(2000)
+    # the foreign spans are exported as their instrumentation wrote them: kept, not rewritten
+    client = [s for s in spans if s.name == "ChatCompletion"]
+    assert len(client) == 4
+    assert all(s.attributes["llm.token_count.prompt"] == 1000 for s in client)
+    assert all("gen_ai.usage.input_tokens" not in s.attributes for s in client)
+    cost: dict[str, float] = {}
+    for attributes, value in points(reader, "tracescore.llm.cost"):
+        agent = attributes["gen_ai.agent.name"]
+        cost[agent] = cost.get(agent, 0.0) + value
+    assert cost == {"support-bot": pytest.approx(480e-6), "triage": pytest.approx(240e-6 + 0.5)}
+    inputs: dict[str, int] = {}
+    for attributes, value in points(reader, "gen_ai.client.token.usage"):
+        if attributes["gen_ai.token.type"] == "input":
+            agent = attributes["gen_ai.agent.name"]
+            inputs[agent] = inputs.get(agent, 0) + int(value)
+    # support-bot: two calls; triage: the wrapped one, the GenAI one and the unlisted model
+    assert inputs == {"support-bot": 2000, "triage": 1000 + 10 + 1000}
+    unpriced = [(a["gen_ai.agent.name"], a["gen_ai.response.model"], v)
+                for a, v in points(reader, "tracescore.llm.unpriced")]
+    assert unpriced == [("triage", "not-a-listed-model", 1)]

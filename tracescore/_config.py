@@ -30,6 +30,7 @@ from ._errors import ConfigurationError
 from ._export import ExportProcessor, Spool
 from ._export.scrub import Scrubber
 from ._exporters import exporter_from_env
+from ._instrument import usage as _usage
 from ._judge import Judge
 from ._options import ContentOptions, ExportOptions, LimitsOptions, RedactionOptions
 from ._processor import ScoringSpanProcessor
@@ -72,7 +73,7 @@ class _SwitchProcessor(SpanProcessor):
         if target is None:
             self.__dict__.pop("on_end", None)
         else:
-            self.on_end = target.on_end  # type: ignore[method-assign]
+            self.on_end = _counting_usage(target.on_end)  # type: ignore[method-assign]
 
     def on_start(self, span: Any, parent_context: Any = None) -> None:
         # Spans of other instrumentations started inside tracescore.conversation(...) get its
@@ -302,6 +303,29 @@ def _provider_for(service_name: str | None, tracer_provider: Any) -> TracerProvi
     return provider
 
 
+def _counting_usage(on_end: Callable[[ReadableSpan], None]) -> Callable[[ReadableSpan], None]:
+    """``on_end`` that first counts the token usage of other instrumentations' model-call
+    spans (OpenInference's, the GenAI conventions') in the per-agent token and cost metrics,
+    as it ends in its caller's context. tracescore's own spans counted theirs already."""
+    scope_name = sc.INSTRUMENTATION_SCOPE
+    prompt, inputs = sc.LLM_TOKEN_COUNT_PROMPT, sc.GEN_AI_USAGE_INPUT_TOKENS
+
+    def end(span: ReadableSpan) -> None:
+        try:
+            scope = span.instrumentation_scope
+            if scope is None or scope.name != scope_name:
+                attrs = span.attributes
+                if attrs and (prompt in attrs or inputs in attrs):
+                    telemetry = RUNTIME.telemetry
+                    if telemetry is not None:
+                        _usage.record_span(span, telemetry, RUNTIME.price_file)
+        except Exception:
+            logger.debug("tracescore could not count a span's token usage", exc_info=True)
+        on_end(span)
+
+    return end
+
+
 def _switch_for(provider: TracerProvider) -> _SwitchProcessor:
     switch = _switches.get(provider)
     if switch is None:
@@ -518,8 +542,6 @@ def configure(
             )
     content_options: ContentOptions = groups["content"].resolve()
     if content_options.price_file:
-        from ._instrument import usage as _usage
-
         if groups["content"].price_file is not None:
             _usage.price_table(content_options.price_file)  # a bad file given here: fail now
         else:

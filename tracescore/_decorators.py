@@ -309,7 +309,11 @@ def _record_usage(spec: _Spec, span: Span, output: Any, streamed: _usage.StreamU
             attrs[sc.LLM_MODEL_NAME] = found.model  # what Phoenix prices and groups by
         span.set_attributes(attrs)
         telemetry = rt.telemetry
-        if telemetry is not None:
+        ctx = span.get_span_context()
+        parent = getattr(span, "parent", None)
+        _usage.note_counted(parent.span_id if parent is not None else None)
+        # an instrumented SDK call inside this one was counted already: the same model call
+        if telemetry is not None and not _usage.counted_beneath(ctx.span_id):
             agent = otel_context.get_value(_usage.AGENT_KEY, context)
             telemetry.record_llm_call(found, spent, agent=agent, request_model=spec.model,
                                       provider=spec.provider)

@@ -30,6 +30,7 @@ from ``from_response``, ``StreamUsage.add`` or ``attributes``.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -464,3 +465,88 @@ def current_agent() -> str | None:
     """The name of the agent span running in the current context, if any."""
     value = otel_context.get_value(AGENT_KEY)
     return value if isinstance(value, str) else None
+
+
+# --- model calls of other instrumentations (OpenInference, the GenAI conventions) ----------------
+# Parents of model-call spans whose usage was counted already: a model span wrapping another
+# (LangChain's LLM span around the OpenAI client's, an @tracescore.llm around an instrumented
+# SDK call) is the same call, counted once, at the innermost span. Bounded: oldest forgotten.
+_counted: dict[int, None] = {}
+_MAX_COUNTED = 4096
+
+
+def note_counted(parent_span_id: int | None) -> None:
+    """Remember that a model call under ``parent_span_id`` was counted."""
+    if parent_span_id:
+        _counted[parent_span_id] = None
+        if len(_counted) > _MAX_COUNTED:
+            with contextlib.suppress(KeyError, RuntimeError, StopIteration):
+                del _counted[next(iter(_counted))]
+
+
+def counted_beneath(span_id: int | None) -> bool:
+    """Whether a model call beneath ``span_id`` was counted (forgets it: asked once)."""
+    return span_id is not None and _counted.pop(span_id, _MISSING) is not _MISSING
+
+
+_MISSING = object()
+
+
+def from_attributes(attrs: Mapping[str, Any]) -> tuple[Usage, float | None] | None:
+    """The usage another instrumentation recorded on a model-call span (GenAI
+    ``gen_ai.usage.*``, else OpenInference's ``llm.token_count.*``), and the cost it recorded
+    itself (``gen_ai.usage.cost`` or ``llm.cost.total``) if any; None without token counts."""
+    def first(*keys: str) -> Any:
+        for key in keys:
+            value = attrs.get(key)
+            if value is not None:
+                return value
+        return None
+
+    inputs = _int(first(sc.GEN_AI_USAGE_INPUT_TOKENS, sc.LLM_TOKEN_COUNT_PROMPT))
+    outputs = _int(first(sc.GEN_AI_USAGE_OUTPUT_TOKENS, sc.LLM_TOKEN_COUNT_COMPLETION))
+    if inputs is None and outputs is None:
+        return None
+    usage = Usage()
+    usage.input_tokens, usage.output_tokens = inputs, outputs
+    usage.cache_read = _int(first(sc.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS,
+                                  sc.LLM_TOKEN_COUNT_CACHE_READ)) or 0
+    usage.cache_write = _int(first(sc.GEN_AI_USAGE_CACHE_CREATION_INPUT_TOKENS,
+                                   sc.LLM_TOKEN_COUNT_CACHE_WRITE)) or 0
+    usage.model = _str(first(sc.GEN_AI_RESPONSE_MODEL, sc.LLM_MODEL_NAME,
+                             sc.GEN_AI_REQUEST_MODEL))
+    recorded = first(sc.GEN_AI_USAGE_COST, sc.LLM_COST_TOTAL)
+    spent = float(recorded) if isinstance(recorded, (int, float)) and not isinstance(
+        recorded, bool) else None
+    return usage, spent
+
+
+def record_span(span: Any, telemetry: Any, price_file: str | None) -> None:
+    """Count a model-call span of another instrumentation in the per-agent token and cost
+    metrics (its own recorded cost, else priced from the table), once per call. Called as the
+    span ends, in the context it ran in (the agent's). Never raises."""
+    try:
+        attrs = span.attributes
+        if not attrs:
+            return
+        found = from_attributes(attrs)
+        if found is None:
+            return
+        context = span.context
+        parent = span.parent
+        note_counted(parent.span_id if parent is not None else None)
+        if counted_beneath(context.span_id if context is not None else None):
+            return
+        usage, spent_total = found
+        spent: tuple[float, float] | None = None
+        if spent_total is not None:
+            spent = (spent_total, 0.0)
+        else:
+            spent = cost(usage, lookup(prices_or_shipped(price_file), usage.model))
+        telemetry.record_llm_call(
+            usage, spent, agent=current_agent(),
+            request_model=attrs.get(sc.GEN_AI_REQUEST_MODEL),
+            provider=attrs.get(sc.GEN_AI_PROVIDER_NAME) or attrs.get(sc.LLM_PROVIDER)
+            or attrs.get(sc.GEN_AI_SYSTEM))
+    except Exception:
+        logger.debug("tracescore could not count a model call span's usage", exc_info=True)
