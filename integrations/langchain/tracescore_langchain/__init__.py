@@ -23,6 +23,10 @@ openai``) makes its span a child of it, in the same trace, instead of the root o
 its own. tracescore then judges one span per model call, the client's (the innermost of the
 nest, see docs/frameworks.md).
 
+Token usage: OpenInference records the token counts (``llm.token_count.*``) and the model on
+each LLM span itself; tracescore keeps them as they are (it records no second copy) and
+counts them in its per-agent token and cost metrics (docs/monitoring.md).
+
 Example:
     >>> import tracescore, tracescore_langchain
     >>> tracescore.configure(scoring=[tracescore.ScoringRule(scorer=..., on="agent")])

@@ -21,6 +21,10 @@ one reader serves all three. The OTel GenAI project publishes no litellm instrum
 OpenLLMetry's ``opentelemetry-instrumentation-litellm`` also exists, and tracescore reads its
 spans too (README, "Spans from other instrumentations").
 
+Token usage: OpenInference records the token counts (``llm.token_count.*``) and the model on
+each LLM span itself; tracescore keeps them as they are (it records no second copy) and
+counts them in its per-agent token and cost metrics (docs/monitoring.md).
+
 Example:
     >>> import tracescore, tracescore_litellm
     >>> tracescore.configure(scoring=[tracescore.ScoringRule(scorer=..., on="llm")])

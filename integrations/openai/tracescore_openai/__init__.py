@@ -13,6 +13,10 @@ has kept its attribute names; the GenAI one is a beta whose package is being ren
 and whose message shape follows conventions still marked experimental. tracescore reads both
 (see the README, "Spans from other instrumentations").
 
+Token usage: OpenInference records the token counts (``llm.token_count.*``) and the model on
+each LLM span itself; tracescore keeps them as they are (it records no second copy) and
+counts them in its per-agent token and cost metrics (docs/monitoring.md).
+
 Example:
     >>> import tracescore, tracescore_openai
     >>> tracescore.configure(scoring=[tracescore.ScoringRule(scorer=..., on="llm")])
