@@ -97,9 +97,21 @@ def test_quickstart_snippet_exports_its_spans_without_a_key(tmp_path: Path) -> N
                      if s.page in ("README.md", "docs/quickstart.md") and "def answer" in s.code}
     script = tmp_path / "quickstart.py"
     script.write_text(quickstart)
-    subprocess.run([sys.executable, str(script)], check=True, env=_env(tmp_path), cwd=tmp_path,
-                   timeout=120)
+    run = subprocess.run([sys.executable, str(script)], check=True, env=_env(tmp_path),
+                         cwd=tmp_path, timeout=120, capture_output=True, text=True)
     assert (tmp_path / "t.jsonl").exists()
+    # The first run says where its spans and scores went, and how to look at them.
+    spans = tmp_path / "t.jsonl"
+    lines = run.stderr.splitlines()
+    assert f"tracescore: no OTLP endpoint set: spans and scores go to {spans} (see them: " \
+           f"tracescore view {spans}; quiet: TRACESCORE_CONSOLE=false)" in lines, run.stderr
+    assert f"tracescore: wrote 2 spans to {spans} with 2 evaluation results" in lines
+    # No key: each rule's score is an error, and the summary says which and why.
+    assert "  answer-relevancy   1 failed (judge_error)" in lines
+    assert "  context-precision  1 failed (judge_error)" in lines
+    assert any("first error: " in line and "OPENAI_API_KEY" in line for line in lines)
+    assert f"  see them: tracescore view {spans}  (an HTML page of the traces and their " \
+           "scores)" in lines
 
 
 def test_the_readme_quickstart_is_the_docs_quickstart() -> None:

@@ -435,13 +435,24 @@ def test_demo_serves_its_metrics_for_prometheus_until_stopped(tmp_path: Path) ->
 
 def test_quickstart(tmp_path: Path) -> None:
     proc = run_example(QUICKSTART, cwd=tmp_path)
-    assert proc.stderr == ""
     lines = proc.stdout.splitlines()
     scores = [line for line in lines if ": content-similarity = " in line]
     assert len(scores) == 3
+    values = []
     for line in scores:
         value = float(line.split(" = ")[1].split()[0])
         assert 0.5 < value <= 1.0
+        values.append(value)
+    # Nothing on stderr but where the spans went and, at exit, what went there (no warning).
+    mean = float(f"{sum(values) / 3:.3g}")
+    assert proc.stderr.splitlines() == [
+        "tracescore: no OTLP endpoint set: spans and scores go to tracescore-traces.jsonl "
+        "(see them: tracescore view tracescore-traces.jsonl; quiet: TRACESCORE_CONSOLE=false)",
+        "tracescore: wrote 6 spans to tracescore-traces.jsonl with 3 evaluation results",
+        f"  content-similarity  3 scored (mean {mean:.3g})",
+        "  see them: tracescore view tracescore-traces.jsonl  (an HTML page of the traces and "
+        "their scores)",
+    ]
     assert lines[-1] == "spans went to: file tracescore-traces.jsonl"
 
     spans = read_otlp_json_file(tmp_path / "tracescore-traces.jsonl")

@@ -29,13 +29,14 @@ from . import _semconv as sc
 from ._errors import ConfigurationError
 from ._export import ExportProcessor, Spool
 from ._export.scrub import Scrubber
-from ._exporters import exporter_from_env
+from ._exporters import FileSpanExporter, exporter_from_env
 from ._instrument import usage as _usage
 from ._judge import Judge
 from ._options import ContentOptions, ExportOptions, LimitsOptions, RedactionOptions
 from ._processor import ScoringSpanProcessor
 from ._rules import CompiledRule, ScoringRule
 from ._runtime import RUNTIME, Runtime
+from ._setup import console as _console
 from ._stats import Stats
 from ._telemetry import Telemetry
 from ._version import __version__
@@ -141,6 +142,8 @@ class Tracescore:
         self.rules = tuple(rules)
         self.flush_timeout = flush_timeout
         self._shut = False
+        # The local file spans go to when it is the default (counted at exit), else None.
+        self.file_path: str | None = None
         # Where scores go besides the spans (log records' provider, Phoenix); set by configure().
         self.destinations = _destinations.Destinations()
 
@@ -184,6 +187,10 @@ class Tracescore:
         # What is left of the one deadline (issue 22): a destination still sending then is cut
         # off and what it had not sent is counted (stats().not_sent).
         self.destinations.shutdown(max(0.0, deadline - time.monotonic()) * 1000)
+        if self.file_path is not None:
+            counts = self.processor.stats
+            _console.TALLY.add_spans(self.file_path, counts.spans_exported,
+                                     sum(counts.spans_dropped.values()))
 
 
 def _resolve_judge(judge: Any) -> Judge | None:
@@ -247,17 +254,21 @@ def _check_target(service_name: Any, tracer_provider: Any, exporter: Any) -> Non
         )
 
 
-def _build_export(exporter: Any, options: ExportOptions,
-                  redaction: RedactionOptions) -> tuple[SpanProcessor | None, str]:
-    """The export processor (None with ``exporter=False``) and where it sends spans."""
+def _build_export(exporter: Any, options: ExportOptions, redaction: RedactionOptions
+                  ) -> tuple[SpanProcessor | None, str, str | None]:
+    """The export processor (None with ``exporter=False``), where it sends spans, and the
+    local file's path when spans go to the default file."""
     if exporter is False:
-        return None, "none"
+        return None, "none", None
+    file_path = None
     if exporter is None:
         chosen, description = exporter_from_env()
+        if isinstance(chosen, FileSpanExporter):
+            file_path = str(chosen.path)
     else:
         chosen = exporter
         description = f"custom exporter {type(chosen).__name__}"
-    return export_processor(chosen, options, redaction), description
+    return export_processor(chosen, options, redaction), description, file_path
 
 
 def export_processor(exporter: SpanExporter, options: ExportOptions,
@@ -431,6 +442,7 @@ def configure(
     logger_provider: Any = None,
     flush_on_sigterm: bool | None = None,
     phoenix_url: str | bool | None = None,
+    console: bool | None = None,
     **deprecated: Any,
 ) -> Tracescore:
     """Set tracescore up: spans, scoring rules, judge and export. Keyword arguments only.
@@ -495,6 +507,11 @@ def configure(
             is also posted there as a span annotation, in batches from a thread of its own;
             failures are logged and counted (``tracescore.phoenix.annotations``). ``False``
             turns it off. Default ``TRACESCORE_PHOENIX_URL``, else off.
+        console: when spans go to the local file (no ``exporter=``, no OTLP endpoint), say
+            on stderr where spans and scores go (once per process) and print a summary at
+            exit: spans written, scores per scorer, and the ``tracescore view`` command that
+            shows them. ``False`` keeps tracescore silent. Default ``TRACESCORE_CONSOLE``,
+            else True.
         **deprecated: the flat keywords of earlier releases (``max_concurrency=``,
             ``export_retry=``, ``redact_patterns=``, ...; docs/configuration.md lists where
             each moved). They work for one more release and warn (``DeprecationWarning``).
@@ -531,6 +548,8 @@ def configure(
     _configure_redaction(groups["redaction"])
     if flush_on_sigterm is not None and not isinstance(flush_on_sigterm, bool):
         raise ConfigurationError("configure(flush_on_sigterm=...) takes True or False")
+    if console is not None and not isinstance(console, bool):
+        raise ConfigurationError("configure(console=...) takes True or False")
     if on_score is not None and not callable(on_score):
         raise ConfigurationError("configure(on_score=...) takes a callable")
     _check_target(service_name, tracer_provider, exporter)
@@ -555,7 +574,9 @@ def configure(
         flush_seconds = float(_options.bounded("configure", "flush_timeout", flush_timeout))
     default_judge = _resolve_judge(judge)
     redaction_options: RedactionOptions = groups["redaction"].resolve()
-    downstream, description = _build_export(exporter, export_options, redaction_options)
+    downstream, description, file_path = _build_export(exporter, export_options,
+                                                       redaction_options)
+    console_on = _env.console() if console is None else console
     phoenix = _destinations.resolve_phoenix_url(phoenix_url)
 
     with _config_lock:
@@ -571,6 +592,7 @@ def configure(
             meter_provider=(destinations.meter_provider
                             if destinations.meter_provider is not None else meter_provider),
             logger_provider=destinations.logger_provider, on_score=on_score,
+            writers=() if file_path is None else (_console.TallyWriter(_console.TALLY),),
             phoenix=(None if phoenix is None else destinations.phoenix_writer(phoenix)))
         _switch_for(provider).target = processor
         RUNTIME.install(
@@ -584,7 +606,9 @@ def configure(
             _preload_judge(_judge_needs(default_judge, rules))
         instance = Tracescore(provider, processor, description, rules, flush_seconds)
         instance.destinations = destinations
+        instance.file_path = file_path
         _current = instance
+        _console.set_enabled(console_on)
         _register_exit_hooks()
         _signals.update(
             _env.flush_on_sigterm() if flush_on_sigterm is None else flush_on_sigterm,
@@ -595,6 +619,8 @@ def configure(
     logger.debug(
         "tracescore configured: export to %s, %d scoring rule(s)", description, len(rules)
     )
+    if file_path is not None:
+        _console.announce(file_path)
     return instance
 
 
@@ -779,8 +805,14 @@ def _at_exit() -> None:
 
 def _exit_hook(shutdown: bool) -> None:
     instance = _current
-    if instance is None:
-        return
+    if instance is not None:
+        _exit_flush(instance, shutdown)
+    if shutdown:
+        # Last: the counts are complete once the exporter has shut down.
+        _console.print_summary()
+
+
+def _exit_flush(instance: Tracescore, shutdown: bool) -> None:
     try:
         # When this flush misses its deadline on something stuck, the shutdown that follows
         # (ours, or the SDK provider's own exit hook, which passes no deadline) gets a second,

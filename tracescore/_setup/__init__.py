@@ -1,0 +1,1 @@
+"""tracescore internals: setup."""
