@@ -1,11 +1,13 @@
 """Take the documentation's screenshots of a score in Arize Phoenix and in Jaeger, from a real run,
-and of the HTML reports of ``tracescore eval`` and ``tracescore calibrate``.
+of the HTML reports of ``tracescore eval`` and ``tracescore calibrate``, and of ``tracescore view``
+of the demo's local file.
 
 Starts each backend on loopback (``tests/backends/servers.py``), feeds it the HaluEval demo,
 drives headless Chromium through the DevTools protocol (navigate, click a tab, check the page
 shows the score, capture), and writes ``docs/img/phoenix-score.png`` and
-``docs/img/jaeger-score.png``, and (from ``tracescore eval``/``calibrate`` runs on the example
-data) ``docs/img/eval-report.png`` and ``docs/img/calibrate-report.png``. A page that does not
+``docs/img/jaeger-score.png``, (from ``tracescore eval``/``calibrate`` runs on the example
+data) ``docs/img/eval-report.png`` and ``docs/img/calibrate-report.png``, and (from the demo run
+with the file default, then ``tracescore view``) ``docs/img/view.png``. A page that does not
 show the score (or, for a report, what its JSON report says) fails the script, so a
 screenshot in the docs is always one of a score that was really there.
 
@@ -13,7 +15,7 @@ Usage (from the repository root, in the project's virtualenv with the ``backends
 after ``scripts/backends.sh``)::
 
     python scripts/screenshots.py                # all
-    python scripts/screenshots.py --only jaeger  # one (phoenix, jaeger or reports)
+    python scripts/screenshots.py --only jaeger  # one (phoenix, jaeger, reports or view)
 
 Jaeger's binary built from its Go module has no UI (its web assets are not in the module): the
 Jaeger screenshot needs the built Jaeger UI in ``$TRACESCORE_BACKENDS_DIR/jaeger-ui`` (see
@@ -251,9 +253,24 @@ def reports_screenshots(page: Page, workdir: Path) -> None:
     page.screenshot(OUT / "calibrate-report.png", clip=(left, 0, width, 1100))
 
 
+def view_screenshot(page: Page, workdir: Path) -> None:
+    """``tracescore view`` of the demo's local file, filtered to the failing scores, the
+    first trace's agent span unfolded: checked against the file (tests/backends/test_view.py)
+    before it is captured."""
+    from tests.backends.test_view import check_view_page, make_view_page, open_first_span
+
+    folder = workdir / "view"
+    folder.mkdir()
+    spans_file, html = make_view_page(folder)
+    check_view_page(page, html.as_uri(), spans_file)
+    open_first_span(page)
+    width = 1400 + 2 * 24  # the page: 1400 px of content and 24 px of padding, centred
+    page.screenshot(OUT / "view.png", clip=((WIDTH - width) // 2, 0, width, 1000))
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--only", choices=("phoenix", "jaeger", "reports"))
+    parser.add_argument("--only", choices=("phoenix", "jaeger", "reports", "view"))
     args = parser.parse_args(argv)
     chromium = servers.find_binary("chromium")
     if not chromium:
@@ -266,6 +283,8 @@ def main(argv: list[str] | None = None) -> int:
         workdir = Path(tmp)
         page = Page(chromium, workdir)
         try:
+            if args.only in (None, "view"):
+                view_screenshot(page, workdir)
             if args.only in (None, "reports"):
                 reports_screenshots(page, workdir)
             if args.only in (None, "phoenix"):

@@ -24,6 +24,7 @@ from ._cli_judge import add_judge_options, judge_from_args
 from ._cli_paths import check_outputs, write_output
 from ._cli_rescore import add_rescore_parser, run_rescore
 from ._cli_scorers import UsageError, available_scorers, build_scorer, parse_scorer
+from ._cli_view import add_view_parser, run_view
 from ._version import __version__
 
 __all__ = ["EXIT_FAILED", "EXIT_PASSED", "EXIT_USAGE", "main"]
@@ -116,6 +117,7 @@ def _parser() -> argparse.ArgumentParser:
     commands.add_parser("scorers", help="list the scorer ids tracescore eval accepts")
     add_calibrate_parser(commands)
     add_rescore_parser(commands)
+    add_view_parser(commands)
     serve = commands.add_parser(
         "serve", help="score OTLP traffic as a service (behind an OpenTelemetry Collector)",
         description="Receive OTLP (gRPC and HTTP), score spans by the rules of a configuration "
@@ -316,6 +318,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return run_calibrate(args)
     if args.command == "rescore":
         return run_rescore(args)
+    if args.command == "view":
+        return run_view(args)
     try:
         return _run_eval(args)
     except (UsageError, ConfigurationError) as exc:
