@@ -255,9 +255,9 @@ def reports_screenshots(page: Page, workdir: Path) -> None:
 
 def view_screenshot(page: Page, workdir: Path) -> None:
     """``tracescore view`` of the demo's local file, filtered to the failing scores, the
-    first trace's agent span unfolded: checked against the file (tests/backends/test_view.py)
+    first trace's agent span unfolded: checked against the file (tests/backends/test_view_page.py)
     before it is captured."""
-    from tests.backends.test_view import check_view_page, make_view_page, open_first_span
+    from tests.backends.test_view_page import check_view_page, make_view_page, open_first_span
 
     folder = workdir / "view"
     folder.mkdir()

@@ -2,7 +2,8 @@
 (``configure()`` with the file default, decorated calls, a heuristic scorer, a late score on a
 carrier span); the command renders it; the page is parsed and compared with the file: traces as
 trees, scores and reasons on the spans they judge, untrusted text escaped, and the bounds on a
-large, rotated file. (tests/backends/test_view.py opens the demo's page in headless Chromium.)"""
+large, rotated file. (tests/backends/test_view_page.py opens the demo's page in headless
+Chromium.)"""
 
 from __future__ import annotations
 

@@ -32,6 +32,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from .. import _semconv as sc
 from .._errors import ConfigurationError
 from .traces import default_files
 
@@ -45,13 +46,14 @@ MAX_ATTRIBUTES = 64  # attributes shown per span; the rest are counted
 MAX_LINE_BYTES = 64 << 20  # a longer line is skipped (an export request is ~3 MiB at most)
 _FORGOTTEN_MEMORY = 100_000  # ids of traces let go, remembered to count their later spans
 
-_EVENT = "gen_ai.evaluation.result"
-_CARRIER = "tracescore.evaluation.carrier"
+_EVENT = sc.GEN_AI_EVALUATION_RESULT_EVENT
+_CARRIER = sc.TRACESCORE_EVALUATION_CARRIER
 # Attributes shown first, as "GenAI attributes": the GenAI conventions' and the content ones.
 _GENAI_PREFIXES = ("gen_ai.", "input.", "output.", "llm.", "retrieval.", "tool.", "session.",
                    "user.", "error.")
 # Repeated elsewhere on the page (the scores themselves): left out of the attribute lists.
-_HIDDEN_PREFIXES = ("tracescore.score.", "tracescore.label.", "tracescore.score_error.")
+_HIDDEN_PREFIXES = (sc.TRACESCORE_SCORE_PREFIX, sc.TRACESCORE_LABEL_PREFIX,
+                    sc.TRACESCORE_SCORE_ERROR_PREFIX)
 _KINDS = {"invoke_agent": "agent", "retrieval": "retrieval", "execute_tool": "tool",
           "chat": "llm", "text_completion": "llm", "embeddings": "embedding",
           "evaluation": "evaluation"}
@@ -160,7 +162,7 @@ def _spans_of_line(doc: Any) -> Iterator[tuple[dict[str, Any], str]]:
         if not isinstance(rs, dict):
             continue
         resource = _attributes((rs.get("resource") or {}).get("attributes"))
-        service = str(resource.get("service.name") or "")
+        service = str(resource.get(sc.SERVICE_NAME) or "")
         for ss in rs.get("scopeSpans") or ():
             if not isinstance(ss, dict):
                 continue
@@ -222,21 +224,21 @@ def _text(value: Any, data: ViewData) -> dict[str, Any]:
 
 def _score(attributes: dict[str, Any], time_ns: int, late: bool,
            data: ViewData) -> dict[str, Any]:
-    value = attributes.get("gen_ai.evaluation.score.value")
+    value = attributes.get(sc.GEN_AI_EVALUATION_SCORE_VALUE)
     score = float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) \
         and math.isfinite(float(value)) else None
-    error = attributes.get("error.type")
-    label = attributes.get("gen_ai.evaluation.score.label")
+    error = attributes.get(sc.ERROR_TYPE)
+    label = attributes.get(sc.GEN_AI_EVALUATION_SCORE_LABEL)
     outcome = ("error" if error else str(label) if label in ("pass", "fail", "not_scorable")
                else "scored" if score is not None else "none")
     return {
-        "scorer": str(attributes.get("gen_ai.evaluation.name") or "?"),
+        "scorer": str(attributes.get(sc.GEN_AI_EVALUATION_NAME) or "?"),
         "score": score,
         "label": str(label) if label else None,
         "error": str(error) if error else None,
         "outcome": outcome,
-        "reason": _text(attributes.get("gen_ai.evaluation.explanation") or "", data),
-        "judge": attributes.get("tracescore.judge.model"),
+        "reason": _text(attributes.get(sc.GEN_AI_EVALUATION_EXPLANATION) or "", data),
+        "judge": attributes.get(sc.TRACESCORE_JUDGE_MODEL),
         "late": late,
         "time": time_ns,
     }
@@ -285,7 +287,7 @@ def _record(span: dict[str, Any], service: str, data: ViewData) -> dict[str, Any
     genai, other = [], []
     shown = 0
     for key, value in attributes.items():
-        if key.startswith(_HIDDEN_PREFIXES) or (carrier and key != "gen_ai.operation.name"):
+        if key.startswith(_HIDDEN_PREFIXES) or (carrier and key != sc.GEN_AI_OPERATION_NAME):
             continue
         if shown >= MAX_ATTRIBUTES:
             break
@@ -294,9 +296,9 @@ def _record(span: dict[str, Any], service: str, data: ViewData) -> dict[str, Any
     hidden = max(0, sum(not k.startswith(_HIDDEN_PREFIXES) for k in attributes) - shown) \
         if not carrier else 0
     status = span.get("status") or {}
-    operation = attributes.get("gen_ai.operation.name")
-    kind = (attributes.get("tracescore.span.kind") or _KINDS.get(str(operation or ""))
-            or str(attributes.get("openinference.span.kind") or "").lower() or "span")
+    operation = attributes.get(sc.GEN_AI_OPERATION_NAME)
+    kind = (attributes.get(sc.TRACESCORE_SPAN_KIND) or _KINDS.get(str(operation or ""))
+            or str(attributes.get(sc.OPENINFERENCE_SPAN_KIND) or "").lower() or "span")
     parent = span.get("parentSpanId")
     return {
         "trace_id": trace_id,
