@@ -218,6 +218,15 @@ def test_untrusted_text_is_escaped(app_file: Path) -> None:
     assert not [n for n in page.walk() if "src" in n.attrs or n.attrs.get("href")]
 
 
+def test_the_page_never_overwrites_a_file_it_reads(app_file: Path) -> None:
+    before = app_file.read_bytes()
+    proc = view("-o", app_file.name, cwd=app_file.parent)
+    assert proc.returncode == 2
+    assert proc.stderr == (f"tracescore view: error: --output {app_file.name} is the FILE file: "
+                           "writing it would overwrite it; name another file\n")
+    assert app_file.read_bytes() == before
+
+
 def test_a_missing_file_says_how_to_make_one(tmp_path: Path) -> None:
     proc = view(cwd=tmp_path)
     assert proc.returncode == 2

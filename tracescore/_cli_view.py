@@ -48,15 +48,22 @@ def add_view_parser(commands: Any) -> None:
 def run_view(args: argparse.Namespace) -> int:
     """Run ``tracescore view``; returns the exit code."""
     from . import _env
+    from ._cli_paths import check_outputs
+    from ._cli_scorers import UsageError
     from ._errors import ConfigurationError
+    from ._offline.traces import default_files
     from ._offline.view import read_view, write_view
 
     path = args.file or _env.export_file()
     try:
+        if Path(path).is_file():
+            # Checked before reading: the page must not overwrite a span file it reads.
+            read = default_files(path) if args.rotated else [Path(path)]
+            check_outputs([("FILE", str(p)) for p in read], [("--output", args.output)])
         data = read_view(path, max_traces=args.max_traces, max_spans=args.max_spans,
                          rotated=args.rotated)
         out = write_view(args.output, data)
-    except ConfigurationError as exc:
+    except (ConfigurationError, UsageError) as exc:
         print(f"tracescore view: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
     except OSError as exc:
