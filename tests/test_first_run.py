@@ -58,6 +58,14 @@ SCRIPT = textwrap.dedent('''
         configure(console=False)
         for q in EXPECTED:
             answer(q)
+    elif MODE == "two-files":  # the file changes between configurations
+        import os
+        configure()
+        answer("refunds?")
+        os.environ["TRACESCORE_EXPORT_FILE"] = "second.jsonl"
+        configure()
+        answer("shipping?")
+        answer("support?")
     elif MODE == "exporter-false":
         configure(exporter=False)
         answer("refunds?")
@@ -133,6 +141,17 @@ def test_configure_again_says_it_once_and_the_summary_counts_every_configuration
     assert "tracescore: wrote 6 spans to tracescore-traces.jsonl with 3 evaluation results" \
         in lines
     assert len(spans_in(tmp_path / "tracescore-traces.jsonl")) == 6
+
+
+def test_each_file_written_is_counted_and_the_last_one_is_named(tmp_path: Path) -> None:
+    lines = tracescore_lines(run(tmp_path, "two-files").stderr)
+    assert lines[1:4] == [
+        "tracescore: wrote 6 spans to 2 files with 3 evaluation results",
+        "  2 spans to tracescore-traces.jsonl",
+        "  4 spans to second.jsonl",
+    ]
+    assert lines[-1].startswith("  see them: tracescore view second.jsonl  (")
+    assert len(spans_in(tmp_path / "second.jsonl")) == 4
 
 
 def test_the_summary_comes_after_an_explicit_shutdown_too(tmp_path: Path) -> None:

@@ -19,6 +19,7 @@ from typing import Any
 
 MAX_SCORER_LINES = 20  # scorers listed in the exit summary; the rest are counted
 MAX_ERROR_CHARS = 200  # characters of a scorer's first error message shown
+MAX_FILE_LINES = 5  # files listed when several were written (the last ones used)
 
 
 @dataclass
@@ -45,7 +46,8 @@ class Tally:
     def add_spans(self, path: str, exported: int, dropped: int) -> None:
         """Count the spans one configuration exported to (or dropped before) ``path``."""
         with self._lock:
-            self.spans[path] = self.spans.get(path, 0) + exported
+            # The file used last goes last: the one the summary's view command names.
+            self.spans[path] = self.spans.pop(path, 0) + exported
             self.dropped[path] = self.dropped.get(path, 0) + dropped
 
     def add_score(self, scorer_id: str, score: float | None, label: str | None,
@@ -76,12 +78,16 @@ class Tally:
             spans = dict(self.spans)
             dropped = dict(self.dropped)
             scorers = {k: _copy(v) for k, v in self.scorers.items()}
-        paths = list(spans) or ["the local file"]
         n_scores = sum(c.scores for c in scorers.values())
         results = (f" with {n_scores:,} evaluation result{'s' * (n_scores != 1)}" if n_scores
                    else " (no scores: configure(scoring=[tracescore.ScoringRule(...)]) adds them)")
-        written = ", ".join(f"{spans[p]:,} span{'s' * (spans[p] != 1)} to {p}" for p in spans)
-        lines = [f"tracescore: wrote {written or 'no span'}{results}"]
+        total = sum(spans.values())
+        where = (f" to {next(iter(spans))}" if len(spans) == 1
+                 else f" to {len(spans)} files" if spans else "")
+        lines = [f"tracescore: wrote {total:,} span{'s' * (total != 1)}{where}{results}"]
+        if len(spans) > 1:
+            for path in list(spans)[-MAX_FILE_LINES:]:
+                lines.append(f"  {spans[path]:,} span{'s' * (spans[path] != 1)} to {path}")
         lost = sum(dropped.values())
         if lost:
             lines.append(f"  {lost:,} span(s) could not be written (tracescore.stats()"
@@ -95,9 +101,8 @@ class Tally:
         if len(scorers) > MAX_SCORER_LINES:
             lines.append(f"  ... and {len(scorers) - MAX_SCORER_LINES} more scorers")
         if spans:
-            view = " ".join(shlex.quote(p) for p in paths[:1])
-            lines.append(f"  see them: tracescore view {view}  (an HTML page of the traces "
-                         "and their scores)")
+            lines.append(f"  see them: tracescore view {shlex.quote(list(spans)[-1])}  (an HTML "
+                         "page of the traces and their scores)")
         return lines
 
 
