@@ -147,7 +147,15 @@ def test_configure_again_replaces_without_opentelemetry_warnings(tmp_path: Path)
                           cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "done"
-    assert proc.stderr == ""
+    # Nothing on stderr but tracescore's own first-run lines (said once, summed up at exit).
+    assert proc.stderr.splitlines() == [
+        "tracescore: no OTLP endpoint set: spans and scores go to tracescore-traces.jsonl "
+        "(see them: tracescore view tracescore-traces.jsonl; quiet: TRACESCORE_CONSOLE=false)",
+        "tracescore: wrote 3 spans to tracescore-traces.jsonl (no scores: "
+        "configure(scoring=[tracescore.ScoringRule(...)]) adds them)",
+        "  see them: tracescore view tracescore-traces.jsonl  (an HTML page of the traces and "
+        "their scores)",
+    ]
     spans = [span["name"]
              for line in (tmp_path / "tracescore-traces.jsonl").read_text("utf-8").splitlines()
              for rs in json.loads(line)["resourceSpans"]
