@@ -472,3 +472,21 @@ def test_disguised_credentials_never_reach_a_judge(capscore: Any) -> None:
                DISGUISED_MORE["JSON escapes"], DISGUISED["zero-width space"], "Hx7Vw2Qp9Lz4",
                KEY[8:16], KEY[16:24]]
     assert [p for p in planted if p in prompts] == []
+
+
+def test_your_patterns_match_disguised_text_too(caplog: pytest.LogCaptureFixture) -> None:
+    import logging
+
+    tracescore.configure(exporter=False, redaction=tracescore.RedactionOptions(
+        patterns=[r"ACME-[0-9]{8}"]))
+    try:
+        with caplog.at_level(logging.WARNING, logger="tracescore"):
+            logging.getLogger("tracescore").warning(
+                "tracescore: ACME-12345678, ACME%2D12345678, ACME&#45;12345678, "
+                "ACME-\u200b12345678, ACME\uff0d12345678 and ACME-1234")
+        assert caplog.records[-1].getMessage() == (
+            "tracescore: [REDACTED], [REDACTED], [REDACTED], [REDACTED], [REDACTED] and "
+            "ACME-1234")
+    finally:
+        tracescore.configure(exporter=False)
+        tracescore.shutdown(3000)

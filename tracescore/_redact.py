@@ -711,7 +711,8 @@ _INVISIBLE_RANGES = (
 )
 _INVISIBLE = "".join(f"{re.escape(chr(a))}-{re.escape(chr(b))}" for a, b in _INVISIBLE_RANGES)
 _INVISIBLE_SEARCH = re.compile(f"[{_INVISIBLE}]").search
-_INVISIBLE_FINDALL = re.compile(f"[{_INVISIBLE}]").findall
+_INVISIBLE_RUN = re.compile(f"[{_INVISIBLE}]+")
+_SHORT = 4_096
 _DELETE: dict[int, None] = {c: None for a, b in _INVISIBLE_RANGES for c in range(a, b + 1)}
 # Each starts with its literal, outside any group, so that the regex engine jumps between
 # occurrences of it instead of trying every position.
@@ -861,13 +862,20 @@ def _unicode_layers(text: str) -> list[_Layer | _Folded]:
                 # left alone, so a text cannot grow more than 3 times when folded.
                 if folded != char and len(folded) <= _MAX_FOLD:
                     table[ord(char)] = folded
+    one_for_one = all(len(v) == 1 for v in table.values())  # type: ignore[arg-type]
     if (table or _SUSPECT_SEARCH(text) is not None) and _INVISIBLE_SEARCH(text) is not None:
-        # Every invisible character is removed (what folds to one too). A short text's table
-        # holds those it has; a long one's all of them (finding them would cost more).
-        table.update(_DELETE if len(text) > 4_096
-                     else dict.fromkeys(map(ord, set(_INVISIBLE_FINDALL(text)))))
-        layers.append(_Folded(text, table))
-    elif any(len(v) != 1 for v in table.values()):  # type: ignore[arg-type]
+        if len(text) <= _SHORT and one_for_one:
+            # A short text: folded one for one, then its few runs of invisible characters
+            # removed (cheaper there than translating it block by block).
+            if table:
+                layers.append(_Layer(text.translate(table), ()))
+                text = layers[-1].text
+            layers.append(_Layer(text, [(m.start(), m.end(), "")
+                                        for m in _INVISIBLE_RUN.finditer(text)]))
+        else:
+            table.update(_DELETE)  # every invisible character goes (what folds to one too)
+            layers.append(_Folded(text, table))
+    elif not one_for_one:
         layers.append(_Folded(text, table))  # "ﬁ" is "fi": positions move
     elif table:
         layers.append(_Layer(text.translate(table), ()))  # one for one: positions unchanged
@@ -1024,7 +1032,11 @@ def _scan(rules: _Rules, text: str) -> str:
     if undisguise and _disguised(text):
         # Searched again as a person reads it; what is found there is mapped back.
         for layers in _decodings(text):
-            for start, end in _find(rules, layers[-1].text):
+            decoded = layers[-1].text
+            found = _find(rules, decoded)
+            if rules.extra is not None:  # the user's patterns too ("ACME%2D12345678")
+                found += [m.span() for m in rules.extra.finditer(decoded) if m.end() > m.start()]
+            for start, end in found:
                 for layer in reversed(layers):
                     start, end = layer.back(start, end)
                 spans.append((start, end))
