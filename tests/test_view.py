@@ -271,6 +271,7 @@ def test_a_large_rotated_file_is_read_within_the_bounds(
     proc = view(str(path), "-o", "t.html", "--max-traces", "50", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert "left out: 550 older traces, 1100 spans" in proc.stdout
+    assert proc.stdout.startswith("tracescore view: wrote t.html: 50 traces, 100 spans, 0 scores")
     page = parse(tmp_path / "t.html")
     assert len(page.find_all("section")) == 50
     assert newest_questions(page) == list(range(550, 600))

@@ -69,13 +69,15 @@ def run_view(args: argparse.Namespace) -> int:
     except OSError as exc:
         print(f"tracescore view: error: cannot write {args.output}: {exc}", file=sys.stderr)
         return EXIT_USAGE
-    scores = sum(s.scores for s in data.scorers.values())
+    scores = sum(len(t["scores"]) for t in data.traces)
     spans = sum(len(t["spans"]) for t in data.traces)
     print(f"tracescore view: wrote {out}: {len(data.traces)} traces, {spans} spans, "
           f"{scores} scores (from {', '.join(data.files)})")
     if data.traces_left_out or data.spans_left_out:
+        read = sum(s.scores for s in data.scorers.values())
         print(f"  left out: {data.traces_left_out} older traces, {data.spans_left_out} spans "
-              f"(--max-traces {data.max_traces}, --max-spans {data.max_spans})")
+              f"(--max-traces {data.max_traces}, --max-spans {data.max_spans}); the page's "
+              f"score table counts all {read} scores read")
     if data.skipped_lines:
         print(f"  skipped {data.skipped_lines} line(s) that are not OTLP/JSON trace requests "
               f"(first: {data.first_problem})")
