@@ -171,12 +171,15 @@ def test_eval_refuses_an_unwritable_output_before_scoring(workdir: Path, case: s
 
 def test_eval_a_writable_new_output_is_not_left_behind_by_the_check(workdir: Path) -> None:
     # The check creates and removes a file that did not exist; a run that fails later (here:
-    # a scorer that does not exist) leaves nothing.
+    # a scorer that does not exist) leaves nothing, through a dangling symbolic link either.
+    (workdir / "dangling.html").symlink_to(workdir / "elsewhere.html")
     proc = tracescore_cli("eval", "data.jsonl", "--target", "agent:answer",
                           "--scorer", "no-such-scorer", "--html", "new/page.html",
-                          cwd=workdir)
+                          "--report", "dangling.html", cwd=workdir)
     assert proc.returncode == 2
     assert not (workdir / "new" / "page.html").exists()
+    assert not (workdir / "elsewhere.html").exists()
+    assert (workdir / "dangling.html").is_symlink()
 
 
 @pytest.mark.parametrize("options,words", [

@@ -65,7 +65,9 @@ def check_outputs(inputs: Iterable[tuple[str, str | None]],
         except OSError as exc:
             raise UsageError(f"{option} {path}: cannot create its folder {parent} "
                              f"({_reason(exc)})") from None
-        existed = os.path.lexists(path)
+        # Followed through a symbolic link: a dangling link's target is created by the probe
+        # and removed again, like any other file that did not exist.
+        existed = os.path.exists(path)
         try:
             # O_NONBLOCK: a named pipe nobody reads is refused (ENXIO) instead of blocking the
             # command forever; a pipe with a reader (``--report >(jq .)``) opens at once.
@@ -76,7 +78,7 @@ def check_outputs(inputs: Iterable[tuple[str, str | None]],
         os.close(fd)
         if not existed:
             with contextlib.suppress(OSError):
-                os.unlink(path)
+                os.unlink(os.path.realpath(path))
 
 
 def write_output(option: str, path: str, write: Callable[[object, str], None],
