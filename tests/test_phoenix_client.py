@@ -218,6 +218,21 @@ def test_an_error_status_and_credentials_stay_out_of_the_message(phoenix: Any) -
     assert "s3cr3t" not in text and "\n" not in text
 
 
+def test_a_redirect_is_named_not_followed(phoenix: Any) -> None:
+    def respond(h: Handler, path: str, query: dict[str, list[str]], n: int) -> None:
+        h.send_response(302)
+        h.send_header("Location", "https://user:pw@phoenix.example/v1/projects/bot/spans")
+        h.send_header("Content-Length", "0")
+        h.end_headers()
+
+    server = phoenix(respond)
+    with pytest.raises(tracescore.ConfigurationError) as caught:
+        read(server)
+    text = str(caught.value)
+    assert "redirect (HTTP 302) to 'https://phoenix.example/v1/projects/bot/spans'" in text
+    assert "pw" not in text and server.requests == 1
+
+
 def test_a_well_behaved_listing_still_reads_every_page(phoenix: Any) -> None:
     annotations = [{"span_id": f"{i:016x}", "name": "faithfulness", "annotator_kind": kind,
                     "result": {"score": 0.9, "label": "pass"},

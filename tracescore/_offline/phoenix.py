@@ -152,7 +152,11 @@ class PhoenixClient:
                     expire()
             conn.request("GET", target, headers=self._headers)
             response = conn.getresponse()
-            if response.status >= 400:
+            if 300 <= response.status < 400:
+                location = _safe_url(response.getheader("Location") or "")
+                raise PhoenixError(f"{where} answered a redirect (HTTP {response.status}) to "
+                                   f"{location[:200]!r}: give that URL instead")
+            if response.status >= 400 or response.status < 200:
                 detail = response.read(2000).decode("utf-8", "replace")
                 raise PhoenixError(f"{where} answered HTTP {response.status} "
                                    f"{_one_line(response.reason)}: {_one_line(detail)[:300]}")
