@@ -621,11 +621,27 @@ def test_other_instrumentations_model_calls_count_once_per_agent(reader: Any) ->
         spans = finished(exporter)
     finally:
         tracescore.shutdown(2000)
-    # the foreign spans are exported as their instrumentation wrote them: kept, not rewritten
+    # the foreign spans keep what their instrumentation wrote (no second copy of the usage);
+    # the cost is added at export where they have none, on the innermost span of a call only
     client = [s for s in spans if s.name == "ChatCompletion"]
     assert len(client) == 4
     assert all(s.attributes["llm.token_count.prompt"] == 1000 for s in client)
     assert all("gen_ai.usage.input_tokens" not in s.attributes for s in client)
+    assert [s.attributes.get("llm.model_name") for s in client] == [
+        "gpt-4o-mini-2024-07-18", "gpt-4o-mini", "gpt-4o-mini", "not-a-listed-model"]
+    costs = [s.attributes.get("gen_ai.usage.cost") for s in client]
+    assert costs == [pytest.approx(240e-6)] * 3 + [None]
+    assert [s.attributes.get("llm.cost.total") for s in client] == costs
+    assert client[0].attributes["llm.cost.prompt"] == pytest.approx(120e-6)
+    by_name = {s.name: s.attributes for s in spans}
+    assert "gen_ai.usage.cost" not in by_name["ChatOpenAI"]  # wraps the client's span
+    wrapper = by_name["chat test_other_instrumentations_model_calls_count_once_per_agent"
+                      ".<locals>.wrapped"]
+    assert wrapper["gen_ai.usage.input_tokens"] == 1000
+    assert not [k for k in wrapper if "cost" in k]  # its cost is on the SDK call's span
+    genai_attrs = by_name["chat gpt-4o-mini"]
+    assert genai_attrs["gen_ai.usage.cost"] == 0.5  # its own, left as it was
+    assert "llm.cost.total" not in genai_attrs
     cost: dict[str, float] = {}
     for attributes, value in points(reader, "tracescore.llm.cost"):
         agent = attributes["gen_ai.agent.name"]

@@ -268,15 +268,20 @@ def _build_export(exporter: Any, options: ExportOptions, redaction: RedactionOpt
     else:
         chosen = exporter
         description = f"custom exporter {type(chosen).__name__}"
-    return export_processor(chosen, options, redaction), description, file_path
+    return export_processor(chosen, options, redaction, price=True), description, file_path
+
+
+def _price(span: Any) -> Any:
+    return _usage.cost_attributes(span, RUNTIME.price_file)
 
 
 def export_processor(exporter: SpanExporter, options: ExportOptions,
-                     redaction: RedactionOptions) -> ExportProcessor:
+                     redaction: RedactionOptions, *, price: bool = False) -> ExportProcessor:
     """tracescore's export processor for ``exporter`` with resolved ``options`` (in process
     and in ``tracescore serve``); every batch is redacted on its thread, other
     instrumentations' spans (the service: received spans) unless ``redaction.foreign_spans``
-    is False."""
+    is False. ``price``: other instrumentations' model-call spans with token counts and no
+    cost get their cost from tracescore's price table there too (``configure()``)."""
     spool = (Spool(options.retry_dir, int(options.retry_max_bytes or 0),
                    float(options.retry_max_age or 0)) if options.retry else None)
     return ExportProcessor(
@@ -287,7 +292,8 @@ def export_processor(exporter: SpanExporter, options: ExportOptions,
         schedule_delay=float(options.schedule_delay or 0.0),
         max_queue_spans=options.max_queue_spans,
         spool=spool,
-        scrub=Scrubber(foreign=redaction.foreign_spans is not False),
+        scrub=Scrubber(foreign=redaction.foreign_spans is not False,
+                       price=_price if price else None),
     )
 
 

@@ -304,16 +304,17 @@ def _record_usage(spec: _Spec, span: Span, output: Any, streamed: _usage.StreamU
         rt = _rt
         spent = _usage.cost(found, _usage.lookup(_usage.prices_or_shipped(rt.price_file),
                                                  found.model or spec.model))
-        attrs = _usage.attributes(found, spent)
+        parent = getattr(span, "parent", None)
+        _usage.note_counted(parent.span_id if parent is not None else None)
+        # An instrumented SDK call inside this one was counted already: the same model call,
+        # whose span carries its cost (a backend summing costs over a trace counts it once).
+        wrapper = _usage.counted_beneath(span.get_span_context().span_id)
+        attrs = _usage.attributes(found, None if wrapper else spent)
         if found.model and not spec.model:
             attrs[sc.LLM_MODEL_NAME] = found.model  # what Phoenix prices and groups by
         span.set_attributes(attrs)
         telemetry = rt.telemetry
-        ctx = span.get_span_context()
-        parent = getattr(span, "parent", None)
-        _usage.note_counted(parent.span_id if parent is not None else None)
-        # an instrumented SDK call inside this one was counted already: the same model call
-        if telemetry is not None and not _usage.counted_beneath(ctx.span_id):
+        if telemetry is not None and not wrapper:
             agent = otel_context.get_value(_usage.AGENT_KEY, context)
             telemetry.record_llm_call(found, spent, agent=agent, request_model=spec.model,
                                       provider=spec.provider)

@@ -16,6 +16,10 @@ instrumentations' spans on the same provider are scrubbed unless ``foreign=False
 (``configure(redact_foreign_spans=False)``, env ``TRACESCORE_REDACT_FOREIGN_SPANS``). A span
 in which nothing changed is passed on as it was (no copy); a resource or scope is redacted once
 and the redacted one reused for every span that shares it.
+
+With ``price`` (``configure()``'s export path), another instrumentation's model-call span that
+carries token counts but no cost gets its cost from tracescore's price table here too, off the
+caller's thread (``tracescore._instrument.usage.cost_attributes``).
 """
 
 from __future__ import annotations
@@ -142,8 +146,13 @@ class Scrubber:
         ...                             scrub=Scrubber(foreign=True))
     """
 
-    def __init__(self, *, foreign: bool = True) -> None:
+    def __init__(self, *, foreign: bool = True,
+                 price: Callable[[ReadableSpan], Mapping[str, Any] | None] | None = None
+                 ) -> None:
         self.foreign = foreign
+        # Attributes to add to another instrumentation's span (its cost, from the attributes
+        # it has: ``tracescore._instrument.usage.cost_attributes``), or None.
+        self.price = price
         self._resources: dict[int, tuple[Resource, Resource]] = {}
         self._scopes: dict[int, tuple[InstrumentationScope, InstrumentationScope]] = {}
 
@@ -167,12 +176,17 @@ class Scrubber:
         """One span, redacted (the same object when nothing needed redacting or the span is
         foreign and ``foreign`` is off)."""
         scope = span.instrumentation_scope
-        if not self.foreign and (scope is None or scope.name != sc.INSTRUMENTATION_SCOPE):
-            return span
+        foreign = scope is None or scope.name != sc.INSTRUMENTATION_SCOPE
+        extra = self.price(span) if (
+            self.price is not None and foreign and span.attributes) else None
+        if not self.foreign and foreign:
+            return span if not extra else _with_attributes(span, extra)
         name = _redact.redact_name(span.name) if span.name else span.name
         if name == span.name:
             name = span.name
         attributes = redact_attributes(span.attributes)
+        if extra:
+            attributes = {**(attributes or {}), **extra}
         events = span.events
         new_events: list[Event] | None = None
         for i, event in enumerate(events):
@@ -257,6 +271,17 @@ class Scrubber:
             cache.clear()  # ids of collected objects may be reused: start again
         # The original is kept in the entry so that its id cannot be reused while cached.
         cache[id(original)] = (original, redacted)
+
+
+def _with_attributes(span: ReadableSpan, extra: Mapping[str, Any]) -> ReadableSpan:
+    """A copy of ``span`` with ``extra`` attributes added (nothing else redacted)."""
+    return ReadableSpan(
+        name=span.name, context=span.context, parent=span.parent, resource=span.resource,
+        attributes=_keep_dropped_attributes({**(span.attributes or {}), **extra},
+                                            span.dropped_attributes),
+        events=span.events, links=span.links, kind=span.kind, status=span.status,
+        start_time=span.start_time, end_time=span.end_time,
+        instrumentation_scope=span.instrumentation_scope)
 
 
 def _keep_dropped_attributes(attributes: Any, dropped: int) -> Any:

@@ -475,13 +475,21 @@ _counted: dict[int, None] = {}
 _MAX_COUNTED = 4096
 
 
+# Other instrumentations' model spans found wrapping a counted one: no cost attribute at export.
+_wrappers: dict[int, None] = {}
+
+
+def _note(table: dict[int, None], span_id: int) -> None:
+    table[span_id] = None
+    if len(table) > _MAX_COUNTED:
+        with contextlib.suppress(KeyError, RuntimeError, StopIteration):
+            del table[next(iter(table))]
+
+
 def note_counted(parent_span_id: int | None) -> None:
     """Remember that a model call under ``parent_span_id`` was counted."""
     if parent_span_id:
-        _counted[parent_span_id] = None
-        if len(_counted) > _MAX_COUNTED:
-            with contextlib.suppress(KeyError, RuntimeError, StopIteration):
-                del _counted[next(iter(_counted))]
+        _note(_counted, parent_span_id)
 
 
 def counted_beneath(span_id: int | None) -> bool:
@@ -536,6 +544,7 @@ def record_span(span: Any, telemetry: Any, price_file: str | None) -> None:
         parent = span.parent
         note_counted(parent.span_id if parent is not None else None)
         if counted_beneath(context.span_id if context is not None else None):
+            _note(_wrappers, context.span_id)  # priced at its innermost span only
             return
         usage, spent_total = found
         spent: tuple[float, float] | None = None
@@ -550,3 +559,30 @@ def record_span(span: Any, telemetry: Any, price_file: str | None) -> None:
             or attrs.get(sc.GEN_AI_SYSTEM))
     except Exception:
         logger.debug("tracescore could not count a model call span's usage", exc_info=True)
+
+
+def cost_attributes(span: Any, price_file: str | None) -> dict[str, Any] | None:
+    """The cost attributes (``gen_ai.usage.cost``, ``llm.cost.*``) for another
+    instrumentation's model-call span that carries token counts and a model but no cost of its
+    own; None when it has a cost already, wraps another model span of the same call (which
+    carries the cost), or cannot be priced exactly. Never raises."""
+    try:
+        attrs = span.attributes
+        context = span.context
+        if context is not None and _wrappers.pop(context.span_id, _MISSING) is not _MISSING:
+            return None
+        if attrs.get(sc.GEN_AI_USAGE_COST) is not None or attrs.get(sc.LLM_COST_TOTAL) is not None:
+            return None
+        found = from_attributes(attrs)
+        if found is None:
+            return None
+        usage = found[0]
+        spent = cost(usage, lookup(prices_or_shipped(price_file), usage.model))
+        if spent is None:
+            return None
+        total = spent[0] + spent[1]
+        return {sc.GEN_AI_USAGE_COST: total, sc.LLM_COST_PROMPT: spent[0],
+                sc.LLM_COST_COMPLETION: spent[1], sc.LLM_COST_TOTAL: total}
+    except Exception:
+        logger.debug("tracescore could not price a model call span", exc_info=True)
+        return None

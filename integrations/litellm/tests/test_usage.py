@@ -1,6 +1,7 @@
-"""Token usage of litellm calls, as OpenInference's litellm instrumentation records it, kept on
-the exported span and counted by tracescore per agent (tokens and cost), read through a real
-metric reader; the model is a loopback OpenAI-protocol server."""
+"""Token usage and cost of litellm calls, as OpenInference's litellm instrumentation records
+them (``llm.token_count.*``, ``llm.cost.total``), kept on the exported span and counted by
+tracescore per agent (tokens and that cost), read through a real metric reader; the model is a
+loopback OpenAI-protocol server."""
 
 from __future__ import annotations
 
@@ -51,6 +52,10 @@ def test_litellm_usage_is_kept_and_counted_per_agent(model: ScriptedJudge) -> No
     (llm,) = [s for s in spans if s.attributes.get("openinference.span.kind") == "LLM"]
     assert llm.attributes["llm.token_count.prompt"] == reply.usage.prompt_tokens > 0
     assert llm.attributes["llm.token_count.completion"] == reply.usage.completion_tokens
+    # OpenInference records litellm's own cost (llm.cost.total): kept, and not priced again
+    expected = (reply.usage.prompt_tokens * 0.15 + reply.usage.completion_tokens * 0.6) / 1e6
+    assert abs(llm.attributes["llm.cost.total"] - expected) < 1e-12
+    assert "gen_ai.usage.cost" not in llm.attributes
     tokens = {a["gen_ai.token.type"]: v for a, v in _points(reader, "gen_ai.client.token.usage")
               if a.get("gen_ai.agent.name") == "rag"}
     assert tokens == {"input": reply.usage.prompt_tokens,

@@ -63,10 +63,16 @@ def test_openinference_usage_is_kept_and_counted_once_per_agent(model: ScriptedJ
         # OpenInference's own counts reach the backend as it wrote them
         assert span.attributes["llm.token_count.prompt"] == reply.usage.prompt_tokens > 0
         assert span.attributes["llm.token_count.completion"] == reply.usage.completion_tokens
+        # priced at export from tracescore's table (gpt-4o-mini: 0.15 / 0.60 USD per million)
+        expected = (reply.usage.prompt_tokens * 0.15 + reply.usage.completion_tokens * 0.6) / 1e6
+        assert abs(span.attributes["llm.cost.total"] - expected) < 1e-12
+        assert span.attributes["gen_ai.usage.cost"] == span.attributes["llm.cost.total"]
     (ours,) = [s for s in spans if s.name.startswith("chat ")
                and s.instrumentation_scope.name == "tracescore"]
     assert ours.attributes["gen_ai.usage.input_tokens"] == replies[1].usage.prompt_tokens
     assert ours.attributes["gen_ai.response.id"] == replies[1].id
+    # the SDK call's span inside carries this call's cost: a trace's costs add up once
+    assert "gen_ai.usage.cost" not in ours.attributes
     inputs = sum(v for a, v in _points(reader, "gen_ai.client.token.usage")
                  if a.get("gen_ai.agent.name") == "support-bot"
                  and a["gen_ai.token.type"] == "input")
