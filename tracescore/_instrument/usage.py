@@ -96,6 +96,18 @@ class Usage:
 def _get(obj: Any, key: str) -> Any:
     if obj is None:
         return None
+    kind = type(obj)
+    if kind is dict:  # the common cases first: a parsed JSON dict, a typed object
+        return obj.get(key)
+    fields = getattr(obj, "__dict__", None)
+    if fields is not None and key in fields:
+        return fields[key]
+    if hasattr(kind, "__pydantic_fields__"):
+        # A pydantic model (the SDKs' types): fields live in its __dict__, extra ones in
+        # __pydantic_extra__; asking getattr for an absent name would raise inside pydantic,
+        # which costs more than reading the whole response.
+        extra = getattr(obj, "__pydantic_extra__", None)
+        return extra.get(key) if isinstance(extra, dict) else None
     if isinstance(obj, Mapping):
         return obj.get(key)
     try:

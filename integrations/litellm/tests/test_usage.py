@@ -34,8 +34,10 @@ def _points(reader: InMemoryMetricReader, name: str) -> list[tuple[dict[str, Any
 def test_litellm_usage_is_kept_and_counted_per_agent(model: ScriptedJudge) -> None:
     reader = InMemoryMetricReader()
     exporter = InMemoryScoreExporter()
-    tracescore.configure(exporter=exporter, meter_provider=MeterProvider(metric_readers=[reader]))
-    tracescore_litellm.instrument()
+    inst = tracescore.configure(exporter=exporter,
+                                meter_provider=MeterProvider(metric_readers=[reader]))
+    # this configuration's provider: an earlier test's configure() may have set the global one
+    tracescore_litellm.instrument(tracer_provider=inst.tracer_provider)
     try:
         @tracescore.agent(name="rag")
         def agent(question: str) -> Any:

@@ -33,8 +33,10 @@ def _points(reader: InMemoryMetricReader, name: str) -> list[tuple[dict[str, Any
 def test_openinference_usage_is_kept_and_counted_once_per_agent(model: ScriptedJudge) -> None:
     reader = InMemoryMetricReader()
     exporter = InMemoryScoreExporter()
-    tracescore.configure(exporter=exporter, meter_provider=MeterProvider(metric_readers=[reader]))
-    tracescore_openai.instrument()
+    inst = tracescore.configure(exporter=exporter,
+                                meter_provider=MeterProvider(metric_readers=[reader]))
+    # this configuration's provider: an earlier test's configure() may have set the global one
+    tracescore_openai.instrument(tracer_provider=inst.tracer_provider)
     replies = []
     try:
         with openai.OpenAI(base_url=model.api_base, api_key="sk-loopback-model") as client:
