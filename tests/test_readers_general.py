@@ -239,3 +239,52 @@ def test_a_decorated_agent_keeps_its_own_values(capture: CaptureScores) -> None:
     assert capture.flush()
     (call,) = probe.calls
     assert call["output"] == ANSWER
+
+
+def test_an_agents_output_transcript_is_read_as_its_last_assistant_text(
+        capture: CaptureScores) -> None:
+    """Microsoft Agent Framework's ``invoke_agent`` records the run's messages as its output:
+    the tool call, the tool's result, then the answer. The answer is the last assistant text,
+    also with no model call span beneath."""
+    probe = Probe(id="agent")
+    capture.configure(scoring=[tracescore.ScoringRule(scorer=probe, on="agent")])
+    tracer = capture.tracer_provider.get_tracer("agent_framework")
+    transcript = [
+        {"role": "assistant", "parts": [{"type": "tool_call", "id": "c1", "name": "lookup",
+                                         "arguments": '{"city": "Paris"}'}]},
+        {"role": "tool", "parts": [{"type": "tool_call_response", "id": "c1",
+                                    "response": TOOL_RESULT}]},
+        {"role": "assistant", "parts": [{"type": "text", "content": ANSWER}]}]
+    with tracer.start_as_current_span("invoke_agent Guide", attributes={
+            "gen_ai.operation.name": "invoke_agent",
+            "gen_ai.input.messages": json.dumps([
+                {"role": "user", "parts": [{"type": "text", "content": QUESTION}]}]),
+            "gen_ai.output.messages": json.dumps(transcript)}):
+        pass
+    assert capture.flush()
+    (call,) = probe.calls
+    assert call["output"] == ANSWER
+
+
+def test_a_function_response_envelope_is_read_as_the_tools_result(
+        capture: CaptureScores) -> None:
+    """Google ADK records a tool's result as Gemini's function response,
+    ``{"id", "name", "response": {"result": ...}}``: the context is the result itself."""
+    probe = Probe(id="agent")
+    capture.configure(scoring=[tracescore.ScoringRule(scorer=probe, on="agent",
+                                                      tool_results_as_context=True)])
+    tracer = capture.tracer_provider.get_tracer("openinference.instrumentation.google_adk")
+    envelope = {"id": "c1", "name": "lookup", "response": {"result": TOOL_RESULT}}
+    with tracer.start_as_current_span("agent_run [guide]", attributes={
+            "openinference.span.kind": "AGENT"}):
+        _oi_llm(tracer, "call_llm", None, call="lookup")
+        with tracer.start_as_current_span("execute_tool lookup", attributes={
+                "openinference.span.kind": "TOOL", "tool.name": "lookup",
+                "input.value": "{}", "input.mime_type": "application/json",
+                "output.value": json.dumps(envelope),
+                "output.mime_type": "application/json"}):
+            pass
+        _oi_llm(tracer, "call_llm", ANSWER)
+    assert capture.flush()
+    (call,) = probe.calls
+    assert (call["input"], call["output"], call["context"]) == (QUESTION, ANSWER, [TOOL_RESULT])

@@ -152,7 +152,7 @@ def tool_results(request: ScoringRequest) -> list[str]:
     for call in request.tool_calls:
         result = call.get("result")
         if result is not None and not call.get("error"):
-            text = result if isinstance(result, str) else json.dumps(result, default=str)
+            text = _result_text(result)
             if text.strip() and text.strip() != answer:
                 pieces.append(text)
     if isinstance(request.input, (list, tuple)):
@@ -162,6 +162,32 @@ def tool_results(request: ScoringRequest) -> list[str]:
                 if isinstance(text, str) and text.strip() and text not in pieces:
                     pieces.append(text)
     return pieces
+
+
+# Fields of a function-response envelope besides its value (Gemini's FunctionResponse, as
+# Google ADK records a tool's result: {"id", "name", "response": {"result": ...}}).
+_ENVELOPE_FIELDS = frozenset({"id", "name", "type", "call_id", "tool_call_id"})
+
+
+def _result_text(result: Any, depth: int = 0) -> str:
+    """A tool's result as the text it returned: a function-response envelope
+    (``{"id", "name", "response": ...}``) or a one-field ``{"result": ...}`` wrapper is
+    unwrapped, also from its JSON; any other value is its JSON."""
+    value = result
+    if isinstance(result, str):
+        if not result.startswith("{") or depth > 3:
+            return result
+        try:
+            value = json.loads(result)
+        except ValueError:
+            return result
+    if isinstance(value, Mapping) and depth <= 3:
+        keys = set(value) - _ENVELOPE_FIELDS
+        if keys == {"response"} or (keys == {"result"} and len(value) == 1):
+            return _result_text(value[next(iter(keys))], depth + 1)
+    if isinstance(result, str):
+        return result
+    return value if isinstance(value, str) else json.dumps(value, default=str)
 
 
 def scorer_kwargs(request: ScoringRequest, scorer: Any) -> dict[str, Any]:

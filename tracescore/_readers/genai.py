@@ -25,7 +25,7 @@ from .._trace_buffer import TraceBuffer
 from . import _log_stash
 from ._base import Content, attributes_of, scope_name
 from ._events import content_events, tool_events
-from ._turns import tool_only_reason
+from ._turns import role_of, tool_only_reason
 from ._values import ABSENT, TRUNCATED_HINT, Truncated, error_of, json_value, text_value
 
 # gen_ai.operation.name -> normalised kind (README "Spans from other instrumentations").
@@ -223,7 +223,7 @@ def requested_calls(raw: Any) -> list[dict[str, Any]]:
     called tools), as ``{"name", "arguments"}``; empty otherwise."""
     if not isinstance(raw, Sequence) or isinstance(raw, str) or not raw:
         return []
-    first = raw[0]
+    first = final_message(raw)
     if not isinstance(first, Mapping):
         return []
     calls: list[dict[str, Any]] = []
@@ -251,6 +251,18 @@ def requested_calls(raw: Any) -> list[dict[str, Any]]:
                 calls.append({"name": str(function.get("name", "")),
                               "arguments": _arguments(function.get("arguments"))})
     return calls
+
+
+def final_message(raw: Sequence[Any]) -> Any:
+    """The output message that answers: the first (the first choice), unless the output is a
+    transcript (an agent's messages, tool calls and tool results among them, as Microsoft Agent
+    Framework's ``invoke_agent`` records), where it is the last assistant message."""
+    if len(raw) > 1 and any(isinstance(m, Mapping) and role_of(m.get("role")) not in
+                            ("assistant", "") for m in raw):
+        for message in reversed(raw):
+            if isinstance(message, Mapping) and role_of(message.get("role")) == "assistant":
+                return message
+    return raw[0]
 
 
 def _arguments(value: Any) -> Any:
@@ -291,7 +303,7 @@ def output_text(raw: Any) -> Any:
     if isinstance(raw, str):
         return raw
     if isinstance(raw, Sequence) and raw:
-        first = raw[0]
+        first = final_message(raw)
         if isinstance(first, Mapping):
             if "parts" in first:
                 return parts_text(first.get("parts") or [])
