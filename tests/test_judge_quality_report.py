@@ -119,3 +119,29 @@ def test_records_read_with_todays_prompt_set_names_and_shared_calls_apart(
     v2 = rows["hallucination", "tracescore-v2"]
     assert (v2["scored"], v2["calls_per_item"], v2["tokens_per_item"]) == (2, 3, 110)
     assert v2["after_faithfulness"] == {"items": 1, "calls_per_item": 1, "tokens_per_item": 50}
+
+
+def test_the_cascade_derived_from_the_check_and_faithfulness(tmp_path: Path) -> None:
+    # the shipped band holds 0.5 and not 0.99: the first answer is the check's, the second the
+    # judge's (its faithfulness record), with that record's tokens as an upper bound
+    records = [{**record("a", "pass", "support-check", "v1", 0.99), "judge_calls": 0,
+                "prompt_tokens": 0, "completion_tokens": 0, "seconds": 0.01},
+               {**record("b", "fail", "support-check", "v1", 0.5), "judge_calls": 0,
+                "prompt_tokens": 0, "completion_tokens": 0, "seconds": 0.01},
+               record("b", "fail", "faithfulness", "mastra", 0.0),
+               record("a", "pass", "faithfulness-cascade", "v1", 0.99)]
+
+    report(tmp_path, records, "--derive-cascade")
+    rows = json.loads((tmp_path / "rows.json").read_text())
+    paired = report(tmp_path, records, "--derive-cascade", "--paired", "--not-paired",
+                    "faithfulness-cascade")
+
+    (derived,) = [r for r in rows if r["engine"] == "derived"]
+    assert (derived["scored"], derived["agree"], derived["judged_share"]) == (2, 2, 0.5)
+    assert derived["tokens_per_item"] == 110 / 2
+    # the cascade's own run (one answer) stays in the plain table, out of the paired one
+    (own,) = [r for r in rows if r["scorer"] == "faithfulness-cascade" and r["engine"] ==
+              "tracescore"]
+    assert own["scored"] == 1
+    assert paired["support-check", "v1"]["scored"] == 1  # paired with faithfulness: answer b
+    assert paired["faithfulness-cascade", "v1"]["engine"] == "derived"

@@ -22,8 +22,10 @@ are counted apart (``after faithfulness``), and the standalone column averages o
 that paid for every call.
 
 ``--paired`` restricts every row to the items that every listed row scored, so engines are
-compared on the same answers; ``--not-paired PROMPT_SET`` (repeatable) leaves a prompt set out
-of that comparison (one that was stopped early would otherwise cap it at its own items).
+compared on the same answers; ``--not-paired NAME`` (repeatable) leaves a prompt set, or a
+scorer as the table names it, out of that comparison (one that was stopped early would
+otherwise cap it at its own items). ``--derive-cascade`` adds the faithfulness cascade as the
+support check's and faithfulness's records make it (``derived_cascade``).
 ``--skip-rows N`` leaves out the first N rows of each split (in ``split.json``'s order): the
 held-out rows after them are those no prompt choice was made on. ``--docs`` rewrites the
 tables between the markers of docs/judge-quality.md (with ``--skip-rows``, a third table: paired,
@@ -92,6 +94,34 @@ def read(path: Path) -> list[dict[str, Any]]:
             continue
         latest[key] = record
     return list(latest.values())
+
+
+def derived_cascade(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The faithfulness cascade as its records would read, derived from records that ran: the
+    support check's where the check is sure (outside the shipped band), else the faithfulness
+    (``mastra``) record of the same answer and model, whose claims and verdict requests are the
+    very ones the cascade sends (at temperature 0, the same verdicts). Tokens are then the
+    faithfulness record's, an upper bound: they include the reason call the cascade does not
+    make. Labelled engine ``derived`` in the table, apart from the cascade's own runs."""
+    band = json.loads((REPO / "tracescore" / "scorers" / "support_check.json").read_text(
+        encoding="utf-8"))["band"]
+    faith = {(r["id"], r["model_sha256"]): r for r in records
+             if r["engine"] == "tracescore" and r["scorer"] == "faithfulness"
+             and r["prompt_set"] == "mastra" and r["status"] == "scored"}
+    out = []
+    for r in records:
+        if r["scorer"] != "support-check" or r["status"] != "scored":
+            continue
+        sure = not band[0] < float(r["score"]) < band[1]
+        twin = None if sure else faith.get((r["id"], r["model_sha256"]))
+        if not sure and twin is None:
+            continue
+        source = r if sure else twin
+        assert source is not None
+        out.append({**source, "scorer": "faithfulness-cascade", "engine": "derived",
+                    "prompt_set": r["prompt_set"], "cache_hits": 0,
+                    "seconds": r["seconds"] + (0 if sure else twin["seconds"])})
+    return out
 
 
 def skip_rows(records: list[dict[str, Any]], n: int) -> list[dict[str, Any]]:
@@ -186,7 +216,8 @@ def table(records: list[dict[str, Any]], paired: bool,
     scored, leaving out the prompt sets in ``not_paired``."""
     standalone_tokens(records)
     if paired:
-        records = [r for r in records if r["prompt_set"] not in not_paired]
+        records = [r for r in records
+                   if r["prompt_set"] not in not_paired and name_of(r) not in not_paired]
     groups: dict[tuple[str, ...], list[dict[str, Any]]] = defaultdict(list)
     for r in records:
         groups[(r["split"], r["model"], r["model_sha256"], r["engine"], r["scorer"],
@@ -202,6 +233,12 @@ def table(records: list[dict[str, Any]], paired: bool,
     rows.sort(key=lambda r: (r["split"] != "heldout", r["model"], ORDER.get(r["scorer"], 9),
                              r["prompt_set"]))
     return rows
+
+
+def name_of(row: dict[str, Any]) -> str:
+    """The scorer as the table names it: ``faithfulness``, ``ragas-faithfulness (ragas)``."""
+    engine = row["engine"]
+    return str(row["scorer"]) if engine == "tracescore" else f"{row['scorer']} ({engine})"
 
 
 def pct(value: float | None) -> str:
@@ -235,9 +272,11 @@ def markdown(rows: list[dict[str, Any]]) -> str:
             tokens += f"; {shared['tokens_per_item']:,.0f} after faithfulness"
         if r["scorer"] == "faithfulness-cascade" and r["judged_share"] is not None:
             calls += f" (judge on {pct(r['judged_share'])})"
-        secs = "-" if r["seconds_per_item"] is None else f"{r['seconds_per_item']:.0f}"
+        secs = "-" if r["seconds_per_item"] is None else (
+            f"{r['seconds_per_item']:.0f}" if r["seconds_per_item"] >= 1
+            else f"{r['seconds_per_item']:.2f}")
         load = "-" if r["load1"] is None else f"{r['load1'][0]:.0f}-{r['load1'][1]:.0f}"
-        name = r["scorer"] if r["engine"] == "tracescore" else f"{r['scorer']} ({r['engine']})"
+        name = name_of(r)
         lines.append(
             f"| {r['split']} | {name} | {r['prompt_set']} | {r['scored']} ({r['errors']}) "
             f"| {acc} | {bal} | {kappa} | {conf} | {calls} | {tokens} | {secs} | {load} |")
@@ -255,18 +294,24 @@ def main(argv: list[str] | None = None) -> int:
                         "per model)")
     parser.add_argument("--paired", action="store_true")
     parser.add_argument("--not-paired", action="append", default=[], metavar="PROMPT_SET",
-                        help="leave this prompt set out of the paired table (repeatable)")
+                        help="leave this prompt set, or this scorer as the table names it "
+                        "(e.g. 'faithfulness-cascade'), out of the paired table (repeatable)")
     parser.add_argument("--split", help="only this split")
     parser.add_argument("--docs", action="store_true", help="rewrite docs/judge-quality.md's "
                         "table (held-out and dev, all items, then paired)")
     parser.add_argument("--json", type=Path, help="write the rows as JSON here")
     parser.add_argument("--skip-rows", type=int, default=0, metavar="N",
                         help="leave out the first N rows of each split")
+    parser.add_argument("--derive-cascade", action="store_true",
+                        help="add the faithfulness cascade derived from the support check's and "
+                        "faithfulness's records (engine 'derived'; see derived_cascade)")
     args = parser.parse_args(argv)
     if args.not_paired and not (args.paired or args.docs):
         parser.error("--not-paired applies to the paired table: add --paired or --docs")
     files = args.results or sorted((HERE / "results").glob("*.jsonl"))
     records = [r for f in files for r in read(f)]
+    if args.derive_cascade:
+        records += derived_cascade(records)
     if args.skip_rows and not args.docs:
         records = skip_rows(records, args.skip_rows)
     if args.split:
@@ -279,6 +324,8 @@ def main(argv: list[str] | None = None) -> int:
         args.json.write_text(json.dumps(rows, indent=1) + "\n", encoding="utf-8")
     if args.docs:
         everything = [r for f in files for r in read(f)]
+        if args.derive_cascade:
+            everything += derived_cascade(everything)
         paired = markdown(table(everything, True, not_paired))
         left_out = "".join(f", {p} left out" for p in sorted(not_paired))
         block = (f"{START}\nAll items each row finished:\n\n{text}\n\nOnly the items every row "
