@@ -172,7 +172,7 @@ def _configure(backend: Backend, baseline: bool, **kwargs: Any) -> Any:
     # tracescore before this change: the SDK's BatchSpanProcessor, queue 8,192, batches of 512.
     from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
-    from tracescore import _config
+    from tracescore._setup import config as _config
 
     original = _config._build_export
 

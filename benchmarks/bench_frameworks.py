@@ -43,8 +43,8 @@ from opentelemetry.sdk.util.instrumentation import InstrumentationScope  # noqa:
 from opentelemetry.trace import SpanContext, Status, StatusCode, TraceFlags  # noqa: E402
 
 import tracescore  # noqa: E402
+from tracescore._pipeline.trace_buffer import TraceBuffer  # noqa: E402
 from tracescore._readers import reader_for  # noqa: E402
-from tracescore._trace_buffer import TraceBuffer  # noqa: E402
 
 LLM_ATTRIBUTES: dict[str, Any] = {
     "openinference.span.kind": "LLM", "llm.model_name": "gpt-4o-mini", "llm.provider": "openai",

@@ -82,10 +82,10 @@ def bench_scorers(sizes: list[int], budget: float) -> None:
         print(f"| {name} | " + " | ".join(cells) + " |")
 
     try:
-        from tracescore._scoring import run_scorer
+        from tracescore._pipeline.scoring import run_scorer
     except ImportError:
         return
-    from tracescore._loop import run_blocking
+    from tracescore._core.loop import run_blocking
 
     print("\n## scorers through the call site (run_scorer, default caps): 100,000-item output, "
           "100,000-word input")
@@ -100,7 +100,7 @@ def bench_scorers(sizes: list[int], budget: float) -> None:
 
 
 def bench_loop(burn_seconds: float) -> None:
-    from tracescore._loop import get_loop, run_blocking
+    from tracescore._core.loop import get_loop, run_blocking
     from tracescore.scorers import create_scorer
 
     def burn() -> float:
@@ -167,7 +167,7 @@ def bench_judge(reply_size: int, calls: int) -> None:
     from pydantic import BaseModel
 
     import tracescore
-    from tracescore._loop import run_blocking
+    from tracescore._core.loop import run_blocking
     from tracescore.scorers import JudgePrompt, create_scorer
     from tracescore.testing import SCRIPTED_JUDGE_API_KEY
 
@@ -249,7 +249,7 @@ def bench_retrieval(count: int) -> None:
     print(f"| median of 3 | {statistics.median(wall) * 1000:.1f} ms |")
     tracescore.shutdown()
 
-    from tracescore._serialize import to_json
+    from tracescore._core.serialize import to_json
 
     try:
         text = to_json({"n": 10**100_000, "x": float("nan")})

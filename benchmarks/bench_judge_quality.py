@@ -8,7 +8,7 @@ hallucinated one fails. ``tracescore.calibrate`` scores them and reports accurac
 the confusion matrix and the best threshold; Ragas's ``Faithfulness`` runs in its own
 virtualenv (``benchmarks/bench_judge_quality_ragas.py``; Ragas 0.4.3 imports only with
 ``langchain-community<0.4 langchain<1 langchain-core<1 langchain-openai<1``) and its scores go
-through the same arithmetic (``tracescore._calibrate_stats``) at the same threshold, 0.5.
+through the same arithmetic (``tracescore._offline.calibrate.stats``) at the same threshold, 0.5.
 
 The judge: Qwen2.5-Coder-1.5B-Instruct (Q4_K_M) behind llama.cpp's OpenAI-compatible server,
 started here on loopback unless ``--server URL`` names a running one. Get the model and the
@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import Any
 
 import tracescore
-from tracescore import _calibrate_stats as stats
+from tracescore._offline.calibrate import stats
 
 REPO = Path(__file__).resolve().parents[1]
 DATA = REPO / "examples" / "data" / "halueval_qa_200.jsonl"

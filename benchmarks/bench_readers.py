@@ -33,10 +33,10 @@ from opentelemetry.sdk.trace import Event, ReadableSpan  # noqa: E402
 from opentelemetry.sdk.util.instrumentation import InstrumentationScope  # noqa: E402
 from opentelemetry.trace import SpanContext, Status, StatusCode, TraceFlags  # noqa: E402
 
-from tracescore._processor import ScoringSpanProcessor  # noqa: E402
+from tracescore._pipeline.processor import ScoringSpanProcessor  # noqa: E402
+from tracescore._pipeline.rules import ScoringRule  # noqa: E402
+from tracescore._pipeline.trace_buffer import TraceBuffer  # noqa: E402
 from tracescore._readers import reader_for  # noqa: E402
-from tracescore._rules import ScoringRule  # noqa: E402
-from tracescore._trace_buffer import TraceBuffer  # noqa: E402
 
 
 class _NullScorer:

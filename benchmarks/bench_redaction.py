@@ -1,4 +1,5 @@
-"""What redaction (``tracescore._redact``) costs per span: with it, against the same run without.
+"""What redaction (``tracescore._core.redact``) costs per span: with it, against the same run
+without.
 
 Run: ``python benchmarks/bench_redaction.py [--calls 5000] [--rounds 7]``
 
@@ -55,7 +56,7 @@ from opentelemetry.sdk.trace import ReadableSpan  # noqa: E402
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult  # noqa: E402
 
 import tracescore  # noqa: E402
-from tracescore import _redact  # noqa: E402
+from tracescore._core import redact as _redact  # noqa: E402
 
 WORDS = (
     "the", "of", "and", "to", "in", "is", "that", "for", "it", "as", "was", "with", "be", "by",

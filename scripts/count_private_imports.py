@@ -2,8 +2,9 @@
 
 Run: ``python scripts/count_private_imports.py [TESTS_DIR]`` (default ``tests``). A file counts
 when it imports a module of the package whose dotted path has a part starting with ``_`` (for
-example ``tracescore._config`` or ``from tracescore import _loop``), or reads such a module as an
-attribute (``tracescore._config``). ``tracescore.testing`` (and its ``runtime()`` hook) is
+example ``tracescore._setup.config`` or ``from tracescore import _loop``), or reads such a module
+as an
+attribute (``tracescore._setup.config``). ``tracescore.testing`` (and its ``runtime()`` hook) is
 public.
 """
 

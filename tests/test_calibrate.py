@@ -13,8 +13,8 @@ import pytest
 
 import tracescore
 from tracescore import ConfigurationError
-from tracescore import _calibrate_stats as stats
-from tracescore._cli import main
+from tracescore._cli.main import main
+from tracescore._offline.calibrate import stats
 from tracescore.scorers import create_faithfulness_scorer
 from tracescore.testing import ScriptedJudge, make_judge
 from tracescore.testing._judge_server import prompt_of
@@ -199,7 +199,7 @@ def test_labels_from_csv_with_numbers_and_words(tmp_path: Path) -> None:
                     "b,q,y,plain context,FAIL\n"
                     "c,q,z,,yes\n", encoding="utf-8")
 
-    from tracescore._calibrate import load_labelled
+    from tracescore._offline.calibrate import load_labelled
 
     items = load_labelled(path, label_threshold=0.5)
 

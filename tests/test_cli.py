@@ -448,7 +448,7 @@ def test_module_that_configures_tracescore_is_traced(workdir: Path) -> None:
 def test_python_dash_m_and_main_agree(
     workdir: Path, capsys: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from tracescore._cli import main
+    from tracescore._cli.main import main
 
     monkeypatch.chdir(workdir)
     monkeypatch.syspath_prepend(str(workdir))

@@ -22,9 +22,9 @@ from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.id_generator import IdGenerator
 
 import tracescore
-from tracescore import _semconv as sc
-from tracescore._processor import ScoringSpanProcessor
-from tracescore._trace_buffer import TraceBuffer
+from tracescore._core import semconv as sc
+from tracescore._pipeline.processor import ScoringSpanProcessor
+from tracescore._pipeline.trace_buffer import TraceBuffer
 
 
 class Counting(SpanProcessor):

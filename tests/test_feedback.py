@@ -22,7 +22,7 @@ from opentelemetry import trace
 import tracescore
 from tests.helpers import ProbeScorer, memory_configure
 from tests.test_writers import Backend
-from tracescore import _calibrate_stats as stats
+from tracescore._offline.calibrate import stats
 
 REPO = Path(__file__).resolve().parents[1]
 OTLP_ENV = ("OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
@@ -238,7 +238,7 @@ def test_calibrate_reads_phoenix_annotations() -> None:
 
 
 def test_the_latest_human_verdict_wins_and_unpaired_spans_are_left_out(tmp_path: Path) -> None:
-    from tracescore._feedback import FeedbackRecord
+    from tracescore._offline.feedback import FeedbackRecord
 
     def rec(span: str, human: bool, when: int, score: float | None = None,
             label: str | None = None) -> FeedbackRecord:

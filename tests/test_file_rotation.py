@@ -10,8 +10,8 @@ import pytest
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 
 import tracescore
-from tracescore import _env
-from tracescore._exporters import FileSpanExporter, exporter_from_env
+from tracescore._export.exporters import FileSpanExporter, exporter_from_env
+from tracescore._setup import env as _env
 
 # A span of this exporter's lines is ~600 bytes; 20 KB files hold a few dozen.
 MAX_BYTES = 20_000

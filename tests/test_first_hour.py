@@ -98,7 +98,7 @@ class SlowImport(importlib.abc.MetaPathFinder):
 sys.meta_path.insert(0, SlowImport())
 
 import tracescore
-from tracescore import _config
+from tracescore._setup import config as _config
 from tracescore.scorers import create_answer_relevancy_scorer
 from tracescore.testing import InMemoryScoreExporter, ScriptedJudge
 

@@ -31,7 +31,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client import generate_latest
 from opentelemetry.exporter.prometheus import PrometheusMetricReader
 from opentelemetry.sdk.metrics import MeterProvider
-from tracescore._telemetry import Telemetry
+from tracescore._writers.instruments import Telemetry
 from tracescore._writers.callback import ScoreEvent
 
 reader = PrometheusMetricReader()

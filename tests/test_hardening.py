@@ -44,8 +44,8 @@ from tests.helpers import (
     memory_configure,
     scaled,
 )
-from tracescore._config import current
-from tracescore._serialize import to_json
+from tracescore._core.serialize import to_json
+from tracescore._setup.config import current
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 HANG_BOUND = 10.0  # seconds after which a call that must return is declared hung
@@ -969,7 +969,7 @@ def test_shutdown_during_a_flush_with_thousands_held_loses_none() -> None:
     tracescore.shutdown(0)
     flusher.join(15)
     # Once the loop is free again, whatever the blocked jobs still do must not export twice.
-    from tracescore import _loop
+    from tracescore._core import loop as _loop
 
     asyncio.run_coroutine_threadsafe(asyncio.sleep(0), _loop.get_loop()).result(HANG_BOUND)
     ids = [s.context.span_id for s in exp.get_finished_spans()
@@ -1017,15 +1017,15 @@ def test_span_ending_during_shutdowns_flush_is_exported_once() -> None:
 
 
 def _engine_jobs(scorer: Any, n: int) -> list[Any]:
-    from tracescore._engine import Job
-    from tracescore._request import ScoringRequest
+    from tracescore._pipeline.engine import Job
+    from tracescore._pipeline.request import ScoringRequest
 
     compiled = tracescore.ScoringRule(scorer=scorer, on="agent").compile()
     return [Job(ScoringRequest(input=f"q{i}", output="x"), compiled) for i in range(n)]
 
 
 def test_engine_drops_jobs_it_never_ran_at_shutdown() -> None:
-    from tracescore._engine import Engine
+    from tracescore._pipeline.engine import Engine
 
     started = threading.Event()
 

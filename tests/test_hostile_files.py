@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 
 import tracescore
-from tracescore import _progress
-from tracescore._evals_data import stream_items
+from tracescore._offline import progress as _progress
+from tracescore._offline.evals.data import stream_items
 
 ROOT = Path(__file__).resolve().parent.parent
 NESTED = "[" * 100_000 + "]" * 100_000
@@ -129,7 +129,7 @@ def test_progress_off_a_terminal_is_a_line_every_few_seconds() -> None:
 
 def test_a_long_run_keeps_bounded_results_and_counts_every_item(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from tracescore import _evals_run
+    from tracescore._offline.evals import run as _evals_run
 
     monkeypatch.setattr(_evals_run, "KEPT_RESULTS", 50)
     path = tmp_path / "long.jsonl"

@@ -17,7 +17,7 @@ from pydantic import BaseModel
 
 import tracescore
 from tracescore import InvalidJudgeOutputError, ScoringRule
-from tracescore._serialize import MAX_DOCUMENTS, to_json
+from tracescore._core.serialize import MAX_DOCUMENTS, to_json
 from tracescore.scorers import (
     JudgePrompt,
     create_completeness_scorer,
@@ -238,7 +238,7 @@ def test_json_repair_does_not_hold_up_other_judge_calls(
 
         return await asyncio.gather(broken.arun(input="needs-repair", output="a"), second())
 
-    from tracescore._loop import run_blocking
+    from tracescore._core.loop import run_blocking
 
     first, second = run_blocking(both())
     assert waited == [True]
@@ -401,7 +401,7 @@ def test_a_step_still_runs_when_the_pool_refuses_work(monkeypatch: pytest.Monkey
     # score spans: the step then runs where it is instead of failing the score.
     from concurrent.futures import ThreadPoolExecutor
 
-    from tracescore import _cpu
+    from tracescore._core import cpu as _cpu
 
     closed = ThreadPoolExecutor(max_workers=1)
     closed.shutdown()

@@ -16,8 +16,8 @@ import tracescore
 from tests.test_calibrate import rows as labelled_rows
 from tests.test_calibrate import script as script_calibration
 from tests.test_calibrate import write_jsonl
-from tracescore._cli import main
-from tracescore._evals_report import write_html
+from tracescore._cli.main import main
+from tracescore._offline.evals.report import write_html
 from tracescore.scorers import create_content_similarity_scorer
 from tracescore.testing import ScriptedJudge
 

@@ -119,7 +119,8 @@ def test_each_module_imports_alone_in_a_fresh_interpreter(
 
 def test_the_discovery_finds_the_modules_it_should() -> None:
     # Guards the two tests around it against an empty or truncated walk.
-    assert {PACKAGE, f"{PACKAGE}._config", f"{PACKAGE}._decorators"} <= set(MODULES)
+    expected = {PACKAGE, f"{PACKAGE}._setup.config", f"{PACKAGE}._instrument.decorators"}
+    assert expected <= set(MODULES)
     assert any(m.startswith(f"{PACKAGE}.scorers.") for m in MODULES)
 
 
@@ -576,7 +577,7 @@ def test_import_tracescore_imports_no_litellm_pydantic_or_scorers(
 ) -> None:
     assert fresh_imports["package_error"] is None, fresh_imports["package_error"]
     loaded = fresh_imports["loaded_by_package"]
-    assert f"{PACKAGE}._config" in loaded  # the probe saw tracescore's own modules
+    assert f"{PACKAGE}._setup.config" in loaded  # the probe saw tracescore's own modules
     heavy = [
         m
         for m in loaded

@@ -23,10 +23,10 @@ from tracescore import (
     JudgeTimeoutError,
     JudgeUnavailableError,
     NoJudgeConfiguredError,
-    _loop,
 )
+from tracescore._core import loop as _loop
+from tracescore._core.suppress import PLAIN_KEY, is_suppressed, suppressed
 from tracescore._judge import Judge, resolve_judge
-from tracescore._suppress import PLAIN_KEY, is_suppressed, suppressed
 from tracescore.testing import SCRIPTED_JUDGE_API_KEY as TEST_API_KEY
 from tracescore.testing import ScriptedJudge as JudgeServer
 from tracescore.testing import make_judge, runtime

@@ -192,7 +192,7 @@ def test_one_session_for_every_direct_judge(judge_server: JudgeServer) -> None:
     judge_server.route("test_statements", {"statements": ["x"]})
     for _ in range(2):
         ask(make_judge(judge_server, transport="direct", cache_size=0))
-    from tracescore import _loop
+    from tracescore._core import loop as _loop
 
     assert direct.has_session(_loop.get_loop())
     assert sum(1 for s in direct._sessions.values() if not s.closed) == 1

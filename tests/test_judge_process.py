@@ -109,8 +109,8 @@ def test_child_start_up_does_not_count_against_the_call_timeout(
 
 
 def test_configure_starts_the_child_ahead_of_the_first_score(judge_server: JudgeServer) -> None:
-    from tracescore import _config
     from tracescore._judge import process as _judge_process
+    from tracescore._setup import config as _config
 
     _judge_process.close_shared_process()
     _config._preloaded.clear()

@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 import tracescore
-from tracescore import _redact
-from tracescore._serialize import to_json
+from tracescore._core import redact as _redact
+from tracescore._core.serialize import to_json
 from tracescore.scorers import create_scorer
 
 
@@ -83,7 +83,7 @@ def test_the_held_copy_encodes_as_the_sdk_span_does_under_every_limit() -> None:
     from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
     from opentelemetry.trace import Link, SpanContext, SpanKind, StatusCode, TraceState
 
-    from tracescore._held import with_events
+    from tracescore._pipeline.held import with_events
 
     limits = SpanLimits(max_span_attributes=2, max_events=2, max_links=1,
                         max_event_attributes=1, max_link_attributes=1, max_attribute_length=4)
@@ -165,7 +165,7 @@ def test_a_fractional_rule_scores_exactly_its_traces_on_full_values() -> None:
     # can pick; the processor picks by the same trace-id sample. Every trace the sample picks
     # must be scored, on the full untruncated input, and no other.
     from tests.helpers import ProbeScorer, eval_events, finished, memory_configure
-    from tracescore._sampling import trace_sampled
+    from tracescore._pipeline.sampling import trace_sampled
 
     probe = ProbeScorer()
     _, exp = memory_configure(
@@ -194,7 +194,7 @@ def test_a_span_subclass_reporting_drops_keeps_them_in_the_held_copy() -> None:
     from opentelemetry.sdk.trace import Event, ReadableSpan
     from opentelemetry.trace import SpanContext, TraceFlags
 
-    from tracescore._held import with_events
+    from tracescore._pipeline.held import with_events
 
     class Bridged(ReadableSpan):
         @property

@@ -34,9 +34,9 @@ from typing import Any
 import pytest
 
 from tracescore import Judge
-from tracescore._cli_scorers import UsageError, available_scorers, build_scorer
-from tracescore._request import ScoringRequest
-from tracescore._scoring import run_scorer, scorer_kwargs
+from tracescore._cli.scorers import UsageError, available_scorers, build_scorer
+from tracescore._pipeline.request import ScoringRequest
+from tracescore._pipeline.scoring import run_scorer, scorer_kwargs
 from tracescore.testing import ScriptedJudge
 
 REPO = Path(__file__).resolve().parents[1]

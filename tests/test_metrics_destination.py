@@ -25,7 +25,7 @@ import pytest
 from opentelemetry.proto.collector.metrics.v1 import metrics_service_pb2
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2
 
-from tracescore._exporters import metric_file_for
+from tracescore._export.exporters import metric_file_for
 
 REPO = Path(__file__).resolve().parents[1]
 

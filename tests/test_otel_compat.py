@@ -1,4 +1,5 @@
-"""The SDK's private fields are read in one module, ``tracescore._otel_compat``, and only after a
+"""The SDK's private fields are read in one module, ``tracescore._core.otel_compat``, and only
+after a
 check at import: with every check failed (an SDK release that renamed the fields), the public
 properties give the same sizes, copies and contexts."""
 
@@ -11,9 +12,9 @@ from opentelemetry.sdk.trace import Event, SpanLimits, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from tracescore import _otel_compat
+from tracescore._core import otel_compat as _otel_compat
 from tracescore._export.size import span_size
-from tracescore._held import with_events
+from tracescore._pipeline.held import with_events
 
 
 def ended_spans() -> list[Any]:

@@ -14,10 +14,10 @@ from opentelemetry.trace import SpanContext, Status, StatusCode, TraceFlags
 import tracescore
 from tests.helpers import ProbeScorer, eval_events, finished, memory_configure
 from tracescore import _readers
+from tracescore._pipeline.trace_buffer import TraceBuffer
 from tracescore._readers import Content, Reader, reader_for
 from tracescore._readers.generic import GenericReader
 from tracescore._readers.tracescore import TracescoreReader
-from tracescore._trace_buffer import TraceBuffer
 from tracescore.testing import runtime
 
 

@@ -12,7 +12,7 @@ import pytest
 
 import tracescore.scorers
 from tests.helpers import ProbeScorer
-from tracescore._scorer import SCORER_DEFAULTS, Scorer, as_scorer
+from tracescore._pipeline.scorer import SCORER_DEFAULTS, Scorer, as_scorer
 
 # Options a factory cannot do without; every other factory is built with none.
 REQUIRED_OPTIONS: dict[str, dict[str, Any]] = {
@@ -164,7 +164,7 @@ def test_member_of_the_wrong_type_is_a_type_error(attrs: dict[str, Any], message
 
 def test_protocol_module_stays_light() -> None:
     code = (
-        "import sys, tracescore._scorer; "
+        "import sys, tracescore._pipeline.scorer; "
         "print([m for m in ('litellm', 'pydantic') if m in sys.modules])"
     )
     out = subprocess.run(

@@ -6,7 +6,8 @@ from typing import Any
 
 import pytest
 
-from tracescore import ConfigurationError, _cli_scorers, run_evals
+from tracescore import ConfigurationError, run_evals
+from tracescore._cli import scorers as _cli_scorers
 from tracescore.scorers import (
     create_tool_call_accuracy_scorer_code,
     create_tool_call_accuracy_scorer_llm,

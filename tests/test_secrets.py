@@ -20,8 +20,8 @@ import pytest
 
 import tracescore
 from tests.otlp_receiver import HttpOtlpReceiver
-from tracescore import _redact
-from tracescore._serialize import to_json
+from tracescore._core import redact as _redact
+from tracescore._core.serialize import to_json
 from tracescore.scorers import create_answer_relevancy_scorer
 from tracescore.testing import ScriptedJudge
 from tracescore.testing._judge_server import prompt_of

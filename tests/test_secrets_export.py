@@ -17,7 +17,7 @@ from opentelemetry.sdk.trace import TracerProvider
 
 import tracescore
 from tests.otlp_receiver import HttpOtlpReceiver
-from tracescore import _redact
+from tracescore._core import redact as _redact
 
 ENV_KEY = "Qz8Wx3Rv6Tn1Ym4Kp7Ls"  # OPENAI_API_KEY's value, used as a tool name
 AUTH_OPTION = "Ao5Fe2Gi8Hk3Jm6Np9Qr"  # @tracescore.agent(attributes={"auth_token": ...})

@@ -441,7 +441,7 @@ def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
 
 def test_redis_rate_limit_holds_across_replicas(redis_url: str) -> None:
-    from tracescore._limits_redis import RedisStore, RedisTokenBucket
+    from tracescore._pipeline.limits_redis import RedisStore, RedisTokenBucket
 
     # Three replicas, one rule at 6 per minute (burst one): however often each asks, the fleet
     # gets the bucket's single token now, where three local buckets would give three.
@@ -458,7 +458,7 @@ def test_redis_rate_limit_holds_across_replicas(redis_url: str) -> None:
 
 
 def test_redis_budget_holds_across_replicas(redis_url: str) -> None:
-    from tracescore._limits_redis import RedisHourlyBudget, RedisStore
+    from tracescore._pipeline.limits_redis import RedisHourlyBudget, RedisStore
 
     first, second = RedisStore(redis_url), RedisStore(redis_url)
     a = RedisHourlyBudget(first, "ts-test:budget", 1000, None)
@@ -474,7 +474,7 @@ def test_redis_budget_holds_across_replicas(redis_url: str) -> None:
 
 
 def test_unreachable_redis_falls_back_to_per_replica_limits() -> None:
-    from tracescore._limits_redis import RedisStore, RedisTokenBucket
+    from tracescore._pipeline.limits_redis import RedisStore, RedisTokenBucket
 
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))

@@ -19,7 +19,7 @@ from collections.abc import Iterator
 import pytest
 
 from tests.otlp_receiver import HttpOtlpReceiver
-from tracescore import _signals
+from tracescore._setup import signals as _signals
 
 pytestmark = pytest.mark.skipif(os.name != "posix", reason="POSIX signals")
 
@@ -31,7 +31,7 @@ CHILD = textwrap.dedent(
     import os, signal, sys, threading
     sys.path.insert(0, {root!r})
     import tracescore
-    from tracescore import _config, _signals
+    from tracescore._setup import config as _config, signals as _signals
 
     mode = sys.argv[1]
 

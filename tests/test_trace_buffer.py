@@ -12,8 +12,8 @@ from opentelemetry import trace
 
 import tracescore
 from tests.helpers import ProbeScorer, finished, memory_configure
-from tracescore import _processor
-from tracescore._trace_buffer import TraceBuffer
+from tracescore._pipeline import processor as _processor
+from tracescore._pipeline.trace_buffer import TraceBuffer
 
 
 @pytest.fixture(autouse=True)

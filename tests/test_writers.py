@@ -26,9 +26,9 @@ from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 import tracescore
 from tests.helpers import ProbeScorer, eval_events, finished, memory_configure
 from tests.otlp_receiver import attrs
-from tracescore import _semconv as sc
-from tracescore._telemetry import MAX_DIMENSION_VALUES, Telemetry
+from tracescore._core import semconv as sc
 from tracescore._writers.attributes import attribute_key
+from tracescore._writers.instruments import MAX_DIMENSION_VALUES, Telemetry
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -148,7 +148,7 @@ def rule(scorer: Any, threshold: float | None = 0.5) -> tracescore.ScoringRule:
 
 
 def test_the_log_file_is_a_sibling_of_the_span_file() -> None:
-    from tracescore._exporters import log_file_for
+    from tracescore._export.exporters import log_file_for
 
     assert log_file_for("tracescore-traces.jsonl") == Path("tracescore-logs.jsonl")
     assert log_file_for("out/run.jsonl") == Path("out/run-logs.jsonl")

@@ -19,18 +19,7 @@ Examples:
 
 from typing import TYPE_CHECKING, Any
 
-from ._blocks import SpanBlock, span
-from ._config import (
-    Tracescore,
-    configure,
-    force_flush,
-    shutdown,
-    stats,
-)
-from ._context import bind_context
-from ._conversation import conversation
-from ._decorators import agent, llm, retrieval, tool
-from ._errors import (
+from tracescore._core.errors import (
     ConfigurationError,
     InvalidJudgeOutputError,
     JudgeError,
@@ -42,18 +31,23 @@ from ._errors import (
     ScoringError,
     TracescoreError,
 )
-from ._exporters import FileSpanExporter
+from tracescore._core.stats import Stats
+from tracescore._export.exporters import FileSpanExporter
+from tracescore._instrument.blocks import SpanBlock, span
+from tracescore._instrument.context import bind_context
+from tracescore._instrument.conversation import conversation
+from tracescore._instrument.decorators import agent, llm, retrieval, tool
+from tracescore._pipeline.rules import ScoringRule
+from tracescore._setup.config import Tracescore, configure, force_flush, shutdown, stats
+from tracescore._setup.options import ContentOptions, ExportOptions, LimitsOptions, RedactionOptions
+
 from ._judge import Judge
-from ._options import ContentOptions, ExportOptions, LimitsOptions, RedactionOptions
-from ._rules import ScoringRule
-from ._stats import Stats
 from ._version import __version__
 from ._writers.callback import ScoreEvent
 
 if TYPE_CHECKING:
-    from . import scorers
-    from ._calibrate import CalibrationResult, calibrate
-    from ._evals import (
+    from tracescore._offline.calibrate import CalibrationResult, calibrate
+    from tracescore._offline.evals import (
         EvalItem,
         EvalItemResult,
         EvalResult,
@@ -63,7 +57,9 @@ if TYPE_CHECKING:
         arun_evals,
         run_evals,
     )
-    from ._feedback import calibrate_feedback, record_feedback
+    from tracescore._offline.feedback import calibrate_feedback, record_feedback
+
+    from . import scorers
 
 _LAZY_EVALS = frozenset({
     "EvalItem", "EvalItemResult", "EvalResult", "ItemScore", "ScorerSummary", "TargetError",
@@ -79,15 +75,15 @@ def __getattr__(name: str) -> Any:
     if name == "scorers":
         return importlib.import_module(".scorers", __name__)
     if name in _LAZY_EVALS:  # run_evals and its result types: CI-time code, not the hot path
-        value = getattr(importlib.import_module("._evals", __name__), name)
+        value = getattr(importlib.import_module("._offline.evals", __name__), name)
         globals()[name] = value
         return value
     if name in ("calibrate", "CalibrationResult"):  # judge calibration: offline tooling too
-        value = getattr(importlib.import_module("._calibrate", __name__), name)
+        value = getattr(importlib.import_module("._offline.calibrate", __name__), name)
         globals()[name] = value
         return value
     if name in ("record_feedback", "calibrate_feedback"):  # human verdicts after the fact
-        value = getattr(importlib.import_module("._feedback", __name__), name)
+        value = getattr(importlib.import_module("._offline.feedback", __name__), name)
         globals()[name] = value
         return value
     raise AttributeError(f"module 'tracescore' has no attribute {name!r}")

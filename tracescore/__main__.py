@@ -1,6 +1,6 @@
 """``python -m tracescore ...``: the same as the ``tracescore`` command."""
 
-from tracescore._cli import main
+from tracescore.cli import main
 
 if __name__ == "__main__":
     raise SystemExit(main())

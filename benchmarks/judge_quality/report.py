@@ -54,7 +54,7 @@ REPO = HERE.parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from tracescore import _calibrate_stats as stats  # noqa: E402
+from tracescore._offline.calibrate import stats  # noqa: E402
 
 THRESHOLD = 0.5
 # DeepEval 4.3.1's HallucinationMetric scores the share of contexts the output agrees with and

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from tests.backends.installed import require_binary
-from tracescore._cli import main
+from tracescore._cli.main import main
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -44,8 +44,9 @@ from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 from opentelemetry.trace import TraceFlags
 
-from .. import _suppress
-from .._otel_compat import span_context
+from tracescore._core import suppress as _suppress
+from tracescore._core.otel_compat import span_context
+
 from .scrub import Scrub
 from .size import envelope_size, fit, span_size
 from .spool import Spool

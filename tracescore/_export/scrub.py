@@ -1,7 +1,7 @@
 """Redaction of whole spans on their way out (issue 22): every span the export processor sends
 or spools passes through ``Scrubber`` once, on the export thread (the caller never pays it).
 
-Whatever set them, these go through ``tracescore._redact``: the span name, every span, event
+Whatever set them, these go through ``tracescore._core.redact``: the span name, every span, event
 and link attribute, the status description, the resource's attributes, and the instrumentation
 scope's name, version and attributes. Exception messages and stack traces are event attributes,
 so they are covered. A value under a secret name (``db.password``, ``git.token``,
@@ -35,8 +35,8 @@ from opentelemetry.sdk.util import BoundedList
 from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 from opentelemetry.trace import Link, Status
 
-from .. import _redact
-from .. import _semconv as sc
+from tracescore._core import redact as _redact
+from tracescore._core import semconv as sc
 
 logger = logging.getLogger("tracescore")
 

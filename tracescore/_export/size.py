@@ -18,8 +18,8 @@ from typing import Any
 
 from opentelemetry.sdk.trace import Event, ReadableSpan
 
-from .. import _semconv as sc
-from .._otel_compat import attribute_dict, span_fields
+from tracescore._core import semconv as sc
+from tracescore._core.otel_compat import attribute_dict, span_fields
 
 logger = logging.getLogger("tracescore")
 

@@ -41,8 +41,8 @@ from typing import Any
 
 from opentelemetry import context as otel_context
 
-from .. import _semconv as sc
-from .._errors import ConfigurationError
+from tracescore._core import semconv as sc
+from tracescore._core.errors import ConfigurationError
 
 logger = logging.getLogger("tracescore")
 

@@ -18,7 +18,7 @@ and ``import tracescore.scorers`` stay light. The package, one module per idea:
 - ``scrub``: keeping secrets out of messages, reprs and cache keys;
 - ``reply``: ``JudgeReply``.
 
-Every call runs on the one tracescore loop (``tracescore._loop``). An exit hook registered
+Every call runs on the one tracescore loop (``tracescore._core.loop``). An exit hook registered
 here, when ``import tracescore`` first imports the judge and so before ``configure()``
 registers its own exit flush, stops that loop and the child process: exit hooks run last-in
 first-out, so the final flush still has a judge.
@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import atexit
 
-from tracescore._loop import run_blocking
+from tracescore._core.loop import run_blocking
 
 from . import transport
 from .cache import JudgeCacheInfo
@@ -47,7 +47,7 @@ __all__ = [
     "run_blocking",
 ]
 
-# What tracescore._config._preload_judge calls; that module's owner is moving it to
+# What tracescore._setup.config._preload_judge calls; that module's owner is moving it to
 # load_litellm, after which this alias goes.
 _litellm = load_litellm
 

@@ -20,9 +20,10 @@ import time
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from tracescore import _env, _waits
-from tracescore._errors import InvalidJudgeOutputError
-from tracescore._redact import redact_text
+from tracescore._core.errors import InvalidJudgeOutputError
+from tracescore._core.redact import redact_text
+from tracescore._pipeline import waits as _waits
+from tracescore._setup import env as _env
 
 from . import limit, metrics, output
 from .failures import ResponseFormatRejected, connection_refused, is_retryable, map_error
@@ -212,7 +213,7 @@ class Caller:
         kwargs.update(
             model=self.model,
             # The last gate before the provider: whatever built the prompt, no credential
-            # tracescore knows or recognises leaves in it (tracescore._redact).
+            # tracescore knows or recognises leaves in it (tracescore._core.redact).
             messages=[{"role": m["role"], "content": redact_text(m["content"])}
                       for m in [{"role": "system", "content": system}, *messages]],
             timeout=self.timeout,

@@ -24,7 +24,8 @@ import sys
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from .. import _env
+from tracescore._setup import env as _env
+
 from . import prices
 from .failures import RemoteJudgeError
 

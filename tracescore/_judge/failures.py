@@ -5,7 +5,7 @@ Each failure gets one kind: ``timeout``, ``rate_limited`` and ``unavailable`` (b
 or ``error`` (never retried: authentication, other 4xx). Apart from the kinds, a server's
 refusal of the ``response_format`` (``rejects_response_format``) is never retried: the caller
 steps down to the next structured-output mode. The kinds become the exceptions of
-``tracescore._errors`` and, through those, the ``error.type`` of evaluation events. A call made
+``tracescore._core.errors`` and, through those, the ``error.type`` of evaluation events. A call made
 in the child process comes back as a ``RemoteJudgeError`` classified there already.
 """
 
@@ -16,7 +16,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from tracescore._errors import (
+from tracescore._core.errors import (
     JudgeError,
     JudgeRateLimitedError,
     JudgeTimeoutError,

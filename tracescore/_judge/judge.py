@@ -10,9 +10,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from tracescore import _env, _loop
-from tracescore._errors import ConfigurationError
-from tracescore._suppress import suppressed
+from tracescore._core import loop as _loop
+from tracescore._core.errors import ConfigurationError
+from tracescore._core.suppress import suppressed
+from tracescore._setup import env as _env
 
 from .cache import JudgeCacheInfo, RequestCache
 from .calls import Caller

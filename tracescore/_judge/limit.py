@@ -6,7 +6,7 @@ call's timeout: the last of six calls to a one-slot server waits five answers lo
 own starts. So a judge limits its own calls in flight (``Judge(max_concurrency=...)``, default
 ``TRACESCORE_JUDGE_MAX_CONCURRENCY``, else automatic) and the others wait here, in
 tracescore's queue (first come, first served), where waiting does not count against the
-call's timeout nor against the scoring job's (``tracescore._waits``).
+call's timeout nor against the scoring job's (``tracescore._pipeline.waits``).
 
 The automatic limit, decided once per judge on its first call:
 
@@ -34,7 +34,8 @@ import logging
 import urllib.parse
 from typing import Any
 
-from tracescore import _env, _waits
+from tracescore._pipeline import waits as _waits
+from tracescore._setup import env as _env
 
 from .scrub import redact_url
 
@@ -124,7 +125,7 @@ def check_max_concurrency(value: object) -> int | None:
     Raises:
         ConfigurationError: anything else.
     """
-    from tracescore._errors import ConfigurationError
+    from tracescore._core.errors import ConfigurationError
 
     if value is None:
         return None

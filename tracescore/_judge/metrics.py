@@ -12,8 +12,8 @@ import functools
 import sys
 from typing import Any
 
-from tracescore import _semconv as sc
-from tracescore._runtime import RUNTIME
+from tracescore._core import semconv as sc
+from tracescore._pipeline.runtime import RUNTIME
 
 from . import prices
 from .direct import ChatResponse

@@ -47,9 +47,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
-from tracescore import _waits
-from tracescore._cpu import run_cpu
-from tracescore._errors import ConfigurationError, JudgeError
+from tracescore._core.cpu import run_cpu
+from tracescore._core.errors import ConfigurationError, JudgeError
+from tracescore._pipeline import waits as _waits
 
 from .reply import SchemaT
 from .scrub import MAX_ERROR_CHARS, short_repr
@@ -437,7 +437,7 @@ async def parse_async(
     max_length: int | None = None,
 ) -> SchemaT:
     """``parse`` for an answer fresh from the judge: JSON repair, which is worse than linear,
-    runs in tracescore's worker pool (``tracescore._cpu``), not on the loop that serves every
+    runs in tracescore's worker pool (``tracescore._core.cpu``), not on the loop that serves every
     other judge call; the length cap bounds how long it can take.
 
     Raises:

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import threading
 
-from tracescore import _env
-from tracescore._errors import ConfigurationError, NoJudgeConfiguredError
-from tracescore._runtime import RUNTIME
+from tracescore._core.errors import ConfigurationError, NoJudgeConfiguredError
+from tracescore._pipeline.runtime import RUNTIME
+from tracescore._setup import env as _env
 
 from .judge import Judge
 from .scrub import short_repr

@@ -3,7 +3,7 @@
 A ``Judge`` takes litellm arguments as they are, keys, tokens and headers among them. Their
 values must never reach an exception message, a repr or a log line; and a cache key is
 computed without them, so rotating a key does not empty the cache. The rules themselves live in
-``tracescore._redact`` (one module for every path out); this module applies them to the judge.
+``tracescore._core.redact`` (one module for every path out); this module applies them to the judge.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
-from .. import _redact
+from tracescore._core import redact as _redact
 
 # Keeps exception messages and repair prompts bounded whatever the provider sends back.
 MAX_ERROR_CHARS = 500
@@ -23,11 +23,11 @@ class Scrubber:
     back): the judge's own litellm credentials (values of secret-named arguments, every header
     value and the bare token of ``Authorization: Bearer X``), the providers' key variables in
     the environment (re-read first: litellm reads them at call time too), and every pattern of
-    ``tracescore._redact``.
+    ``tracescore._core.redact``.
 
     Args:
         kwargs: the judge's litellm arguments; their credentials are also redacted everywhere
-            else from now on (``tracescore._redact.remember_judge_kwargs``).
+            else from now on (``tracescore._core.redact.remember_judge_kwargs``).
 
     Examples:
         >>> Scrubber({"api_key": "sk-SECRET-VALUE"})("bad key sk-SECRET-VALUE")

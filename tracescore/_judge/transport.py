@@ -14,7 +14,7 @@ The transport (``Judge(transport=...)``, default ``TRACESCORE_JUDGE_TRANSPORT``,
   litellm-only arguments). The choice is logged at debug level and recorded on the judge's
   GenAI client metrics (``tracescore.judge.transport``).
 
-Either way the caller awaits the call on the one tracescore loop (``tracescore._loop``):
+Either way the caller awaits the call on the one tracescore loop (``tracescore._core.loop``):
 litellm binds its HTTP clients and its logging worker to the loop that first used them, and so
 does the direct client's session. ``stop()`` ends both at interpreter exit.
 """
@@ -28,8 +28,8 @@ import sys
 from collections.abc import Coroutine
 from typing import Any
 
-from tracescore import _loop
-from tracescore._errors import ConfigurationError
+from tracescore._core import loop as _loop
+from tracescore._core.errors import ConfigurationError
 
 from . import direct
 from .loading import load_litellm, load_litellm_async

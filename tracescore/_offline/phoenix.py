@@ -35,7 +35,7 @@ import urllib.parse
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
-from .._errors import ConfigurationError
+from tracescore._core.errors import ConfigurationError
 
 __all__ = ["DEFAULT_MAX_BYTES", "DEFAULT_MAX_PAGES", "DEFAULT_TIMEOUT", "PhoenixClient",
            "PhoenixError"]

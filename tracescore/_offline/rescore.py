@@ -18,12 +18,13 @@ trace is appended to a state file (JSON lines) once every side is done with it; 
 same state file skips those traces, except one where a side failed (it is scored again). A state
 file written for other sides or another span kind is refused.
 
-Each side is labelled by its evaluator version (``tracescore._fingerprint``, the
+Each side is labelled by its evaluator version (``tracescore._pipeline.fingerprint``, the
 ``tracescore.evaluator.version`` on every score it makes online). The comparison of each side
 with the first (the baseline), over the turns both scored:
 
 * the share of turns on which both give the same pass/fail at their own thresholds;
-* Cohen's kappa of those pass/fail labels (``tracescore._calibrate_stats.cohen_kappa``), with its
+* Cohen's kappa of those pass/fail labels (``tracescore._offline.calibrate.stats.cohen_kappa``),
+with its
   95% bootstrap interval;
 * the mean absolute shift and the mean shift of the score, each score divided by its scorer's
   scale (so 0..1 whatever the scale);
@@ -42,10 +43,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .. import _calibrate_stats as stats
-from .. import _semconv as sc
-from .._errors import ConfigurationError
-from .._redact import redact_text
+from tracescore._core import semconv as sc
+from tracescore._core.errors import ConfigurationError
+from tracescore._core.redact import redact_text
+from tracescore._offline.calibrate import stats
+
 from .traces import SourceCounts, TraceAssembler
 
 __all__ = ["RescoreResult", "Side", "rescore"]
@@ -79,7 +81,7 @@ class Side:
 
     @property
     def version(self) -> str:
-        from .._fingerprint import evaluator_version
+        from tracescore._pipeline.fingerprint import evaluator_version
 
         return evaluator_version(self.scorer)
 
@@ -427,9 +429,9 @@ def _processor(scorer: Any, on: str, threshold: float, concurrency: int,
                on_score: Any) -> Any:
     """The runtime's scoring processor with one rule (``scorer`` on spans of kind ``on``),
     exporting nothing, its scores handed to ``on_score``."""
-    from .._processor import ScoringSpanProcessor
-    from .._rules import ScoringRule
-    from .._runtime import RUNTIME
+    from tracescore._pipeline.processor import ScoringSpanProcessor
+    from tracescore._pipeline.rules import ScoringRule
+    from tracescore._pipeline.runtime import RUNTIME
 
     rule = ScoringRule(scorer=scorer, on=on, threshold=threshold).compile()
     return ScoringSpanProcessor(
@@ -439,7 +441,7 @@ def _processor(scorer: Any, on: str, threshold: float, concurrency: int,
 
 
 def _progress(progress: bool | None) -> Any:
-    from .._progress import progress_bar
+    from tracescore._offline.progress import progress_bar
 
     return progress_bar(progress, None, "rescore")
 

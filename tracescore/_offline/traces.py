@@ -42,7 +42,7 @@ from typing import Any
 from opentelemetry.sdk.trace import Event, ReadableSpan
 from opentelemetry.trace import SpanContext, SpanKind, Status, StatusCode, TraceFlags
 
-from .._errors import ConfigurationError
+from tracescore._core.errors import ConfigurationError
 
 __all__ = ["SourceCounts", "TraceAssembler", "default_files", "file_spans", "phoenix_spans"]
 

@@ -32,8 +32,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from .. import _semconv as sc
-from .._errors import ConfigurationError
+from tracescore._core import semconv as sc
+from tracescore._core.errors import ConfigurationError
+
 from .traces import default_files
 
 __all__ = ["DEFAULT_MAX_SPANS", "DEFAULT_MAX_TRACES", "ViewData", "read_view", "render_view",
@@ -462,7 +463,7 @@ def _tree(trace_id: str, spans: list[dict[str, Any]]) -> dict[str, Any]:
 
 def render_view(data: ViewData) -> str:
     """The HTML page of ``data``: a complete, self-contained document."""
-    from .._html_report import _environment
+    from tracescore._offline.reports.html import _environment
 
     scorers = [{"id": k, "summary": v} for k, v in sorted(data.scorers.items())]
     kept_spans = sum(len(t["spans"]) for t in data.traces)

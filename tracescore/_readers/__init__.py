@@ -22,7 +22,7 @@ OTel GenAI conventions; the generic reader, last, accepts every span. Adding a s
 new module with one ``Reader`` class, added to ``READERS`` (or, for a framework traced through
 OpenInference, to ``OPENINFERENCE_FRAMEWORKS`` under its scope). A span made by
 tracescore's decorators in this process is read through its decorator's ``CallRecord``
-(``tracescore._calls``) instead, which has the full values.
+(``tracescore._instrument.calls``) instead, which has the full values.
 """
 
 from __future__ import annotations
@@ -49,7 +49,7 @@ __all__ = ["OPENINFERENCE_FRAMEWORKS", "READERS", "Content", "Reader", "attribut
 # OpenLLMetry before GenAI: traceloop's decorator spans may carry gen_ai.* too. Each accepts()
 # is one or two dictionary look-ups, so a span no reader wants (an HTTP or database-driver span)
 # costs a handful of look-ups and reaches the generic reader, whose kind is None. A runtime
-# (``tracescore._runtime.Runtime.readers``) holds the tuple its processor asks; this is the
+# (``tracescore._pipeline.runtime.Runtime.readers``) holds the tuple its processor asks; this is the
 # default one.
 READERS: tuple[Reader, ...] = (
     TracescoreReader(), PydanticAIReader(), OpenInferenceReader(), OpenLLMetryReader(),

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, NamedTuple, Protocol, runtime_checkable
 
-from .._trace_buffer import TraceBuffer
+from tracescore._pipeline.trace_buffer import TraceBuffer
 
 
 class Content(NamedTuple):

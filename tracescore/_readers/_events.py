@@ -23,7 +23,8 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from .. import _semconv as sc
+from tracescore._core import semconv as sc
+
 from ._values import ABSENT, json_value
 
 _ROLE_EVENTS = {sc.GEN_AI_SYSTEM_MESSAGE_EVENT: "system", sc.GEN_AI_USER_MESSAGE_EVENT: "user",

@@ -27,7 +27,7 @@ import weakref
 from collections import OrderedDict
 from typing import Any
 
-from .. import _semconv as sc
+from tracescore._core import semconv as sc
 
 CONTENT_KEYS = (sc.GEN_AI_INPUT_MESSAGES, sc.GEN_AI_OUTPUT_MESSAGES,
                 sc.GEN_AI_SYSTEM_INSTRUCTIONS)

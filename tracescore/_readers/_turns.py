@@ -37,8 +37,9 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NamedTuple
 
-from .. import _semconv as sc
-from .._trace_buffer import NOTHING_BENEATH, Beneath, TraceBuffer
+from tracescore._core import semconv as sc
+from tracescore._pipeline.trace_buffer import NOTHING_BENEATH, Beneath, TraceBuffer
+
 from ._base import Content, Reader, attributes_of, scope_name
 
 TOOL_ONLY = "this model turn only called tools"

@@ -11,7 +11,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from .. import _semconv as sc
+from tracescore._core import semconv as sc
 
 
 class Truncated(ValueError):

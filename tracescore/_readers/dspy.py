@@ -21,7 +21,8 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from .. import _semconv as sc
+from tracescore._core import semconv as sc
+
 from ._base import Content, attributes_of, scope_name
 from .openinference import OpenInferenceReader
 

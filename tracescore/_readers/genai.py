@@ -20,8 +20,9 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from .. import _semconv as sc
-from .._trace_buffer import TraceBuffer
+from tracescore._core import semconv as sc
+from tracescore._pipeline.trace_buffer import TraceBuffer
+
 from . import _log_stash
 from ._base import Content, attributes_of, scope_name
 from ._events import content_events, tool_events

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from .. import _semconv as sc
-from .._trace_buffer import TraceBuffer
+from tracescore._core import semconv as sc
+from tracescore._pipeline.trace_buffer import TraceBuffer
+
 from ._base import Content, attributes_of
 
 

@@ -22,8 +22,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from .. import _semconv as sc
-from .._trace_buffer import Beneath
+from tracescore._core import semconv as sc
+from tracescore._pipeline.trace_buffer import Beneath
+
 from ._base import attributes_of, scope_name
 from .openinference import OpenInferenceReader
 

@@ -16,7 +16,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from .. import _semconv as sc
+from tracescore._core import semconv as sc
+
 from ._base import Content, attributes_of, scope_name
 from .openinference import OpenInferenceReader
 

@@ -23,8 +23,9 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from .. import _semconv as sc
-from .._trace_buffer import TraceBuffer
+from tracescore._core import semconv as sc
+from tracescore._pipeline.trace_buffer import TraceBuffer
+
 from ._base import Content, attributes_of, scope_name
 from ._turns import tool_only_reason
 from ._values import ABSENT, Truncated, error_of, json_value, text_value

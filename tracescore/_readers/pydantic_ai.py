@@ -15,7 +15,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from .. import _semconv as sc
+from tracescore._core import semconv as sc
+
 from ._base import Content, attributes_of, scope_name
 from ._turns import last_user_text
 from ._values import ABSENT, Truncated, error_of, json_value

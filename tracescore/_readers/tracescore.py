@@ -4,7 +4,8 @@
 span carries is all there is (truncated to ``max_content_length`` by the sender).
 
 Spans made by the decorators in this process are read through their ``CallRecord``
-(``tracescore._calls``), which has the full values. Here a retrieval's documents come from
+(``tracescore._instrument.calls``), which has the full values. Here a retrieval's documents come
+from
 ``gen_ai.retrieval.documents`` and a tool call from ``input.value``/``output.value``, decoded
 from JSON when the decorator wrote them as JSON.
 """
@@ -14,8 +15,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from .. import _semconv as sc
-from .._trace_buffer import TraceBuffer
+from tracescore._core import semconv as sc
+from tracescore._pipeline.trace_buffer import TraceBuffer
+
 from ._base import Content, attributes_of, scope_name
 from ._values import error_of
 from .genai import observe_documents, observe_tool_call, retrieval_documents

@@ -11,7 +11,8 @@ typo is reported instead of ignored; ``ServeConfigError`` lists each bad field b
 The sections ``limits``, ``export`` and ``redaction`` validate into the very classes
 ``configure()`` takes (``tracescore.LimitsOptions``, ``ExportOptions``, ``RedactionOptions``),
 with the same environment variables and defaults; the service's own defaults for three export
-fields are ``tracescore._options.SERVE_EXPORT_DEFAULTS`` (documented in docs/configuration.md).
+fields are ``tracescore._setup.options.SERVE_EXPORT_DEFAULTS`` (documented in
+docs/configuration.md).
 A rule is a ``tracescore.ScoringRule`` whose scorer is named (``scorer``/``factory`` and
 ``options``); its other keys are ``ScoringRule``'s own, checked by it. The older section names
 (``scoring`` for ``limits``, ``limits`` for the Redis settings now under ``fleet``,
@@ -38,10 +39,15 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from .. import _env
-from .._errors import ConfigurationError
-from .._options import SERVE_EXPORT_DEFAULTS, ExportOptions, LimitsOptions, RedactionOptions
-from .._rules import ScoringRule
+from tracescore._core.errors import ConfigurationError
+from tracescore._pipeline.rules import ScoringRule
+from tracescore._setup import env as _env
+from tracescore._setup.options import (
+    SERVE_EXPORT_DEFAULTS,
+    ExportOptions,
+    LimitsOptions,
+    RedactionOptions,
+)
 
 _REFERENCE = re.compile(r"\$\$|\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 MIB = 1024 * 1024
@@ -282,7 +288,7 @@ class Backpressure(_Model):
 
 
 class Fleet(_Model):
-    """Fleet-wide rate limits and budgets (``tracescore._limits_redis``); without
+    """Fleet-wide rate limits and budgets (``tracescore._pipeline.limits_redis``); without
     ``redis_url`` every replica keeps its own."""
 
     _section: ClassVar[str | None] = "fleet"

@@ -23,7 +23,8 @@ from opentelemetry.sdk.trace.id_generator import RandomIdGenerator
 from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 from opentelemetry.trace import Link, SpanContext, SpanKind, TraceFlags
 
-from .. import _semconv as sc
+from tracescore._core import semconv as sc
+
 from .._writers.attributes import attribute_key
 
 _ids = RandomIdGenerator()

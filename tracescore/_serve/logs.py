@@ -24,7 +24,7 @@ import time
 from collections import deque
 from typing import Any
 
-from .. import _redact
+from tracescore._core import redact as _redact
 
 logger = logging.getLogger("tracescore")
 
@@ -222,7 +222,7 @@ class LogForwarder:
 
 def redact_logs_request(raw: bytes) -> bytes:
     """An ``ExportLogsServiceRequest`` (protobuf bytes) with every string redacted
-    (``tracescore._redact``): each log record's body and attributes at any depth (maps and
+    (``tracescore._core.redact``): each log record's body and attributes at any depth (maps and
     arrays included), attribute names (a name holding a credential is redacted and its value
     becomes ``[REDACTED]``), values under secret names, the event name, and the resource's and
     the instrumentation scope's attributes and names. The same bytes when nothing changed; a

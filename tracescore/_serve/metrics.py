@@ -12,7 +12,7 @@ their trace now), ``tracescore.serve.export.queued`` (spans waiting for export n
 ``tracescore.serve.spans.at_risk`` (accepted, not yet handed downstream: what a crash now
 would lose). Histogram:
 ``tracescore.serve.request.duration`` (seconds to take one request). The score metrics of
-``tracescore._telemetry`` (scores, jobs, judge tokens, export drops) go through the same
+``tracescore._writers.instruments`` (scores, jobs, judge tokens, export drops) go through the same
 provider.
 
 The same figures are served in Prometheus' text format on ``/metrics``
@@ -24,8 +24,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from .. import _semconv as sc
-from .._telemetry import create_instrument
+from tracescore._core import semconv as sc
+from tracescore._writers.instruments import create_instrument
 
 
 class ServiceMetrics:

@@ -37,11 +37,12 @@ from typing import Any
 
 from opentelemetry.sdk.trace import ReadableSpan
 
-from .. import _semconv as sc
-from .._config import build_scoring, export_processor
+from tracescore._core import semconv as sc
+from tracescore._pipeline.runtime import Runtime
+from tracescore._setup.config import build_scoring, export_processor
+
 from .._export.processor import SPAN_OVERHEAD
 from .._export.size import span_size
-from .._runtime import Runtime
 from .admission import Admission, Refusal
 from .config import ServeConfig
 from .decode import count_log_records, spans_of
@@ -340,6 +341,6 @@ def _redaction(config: ServeConfig) -> None:
     """The file's redaction patterns, on top of the built-in rules and the environment's."""
     patterns = config.redaction.patterns
     if patterns:
-        from .. import _redact
+        from tracescore._core import redact as _redact
 
         _redact.configure(list(patterns), None)

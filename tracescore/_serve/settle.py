@@ -39,7 +39,7 @@ from typing import Any
 
 from opentelemetry.sdk.trace import ReadableSpan
 
-from .._trace_buffer import TraceBuffer
+from tracescore._pipeline.trace_buffer import TraceBuffer
 
 logger = logging.getLogger("tracescore")
 

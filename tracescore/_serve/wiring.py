@@ -10,9 +10,10 @@ import inspect
 import logging
 from typing import Any
 
-from .. import _env
-from .._errors import ConfigurationError
-from .._rules import CompiledRule
+from tracescore._core.errors import ConfigurationError
+from tracescore._pipeline.rules import CompiledRule
+from tracescore._setup import env as _env
+
 from .config import Downstream, Fleet, Rule, ServeConfig, ServeConfigError
 
 logger = logging.getLogger("tracescore")
@@ -103,7 +104,7 @@ def fleet_limits(rules: list[CompiledRule], config: ServeConfig) -> tuple[list[C
     limits: Fleet = config.fleet
     if limits.redis_url is None:
         return rules, None
-    from .._limits_redis import RedisHourlyBudget, RedisStore, RedisTokenBucket
+    from tracescore._pipeline.limits_redis import RedisHourlyBudget, RedisStore, RedisTokenBucket
 
     store = RedisStore(limits.redis_url, refresh_interval=limits.refresh_interval)
     out = []

@@ -113,7 +113,7 @@ def _copy(counts: _ScorerCounts) -> _ScorerCounts:
 
 def _shown_error(text: str) -> str:
     """An error message for the terminal: credentials redacted, one line, cut."""
-    from .. import _redact  # imported by the decorators already
+    from tracescore._core import redact as _redact  # imported by the decorators already
 
     line = " ".join(_redact.redact_text(str(text)).split())
     return line if len(line) <= MAX_ERROR_CHARS else line[:MAX_ERROR_CHARS - 1] + "…"

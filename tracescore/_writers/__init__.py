@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Protocol, runtime_checkable
 
-from .._request import ScoreOutcome
+from tracescore._pipeline.request import ScoreOutcome
 
 
 @runtime_checkable

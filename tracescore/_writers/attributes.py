@@ -23,8 +23,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from .. import _semconv as sc
-from .._request import ScoreOutcome
+from tracescore._core import semconv as sc
+from tracescore._pipeline.request import ScoreOutcome
 
 _UNSAFE = re.compile(r"[^a-z0-9_]")
 

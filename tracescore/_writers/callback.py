@@ -7,7 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from .._request import ScoreOutcome
+from tracescore._pipeline.request import ScoreOutcome
 
 logger = logging.getLogger("tracescore")
 

@@ -26,8 +26,8 @@ import urllib.request
 from collections import deque
 from typing import Any
 
-from .. import _semconv as sc
-from .._request import ScoreOutcome
+from tracescore._core import semconv as sc
+from tracescore._pipeline.request import ScoreOutcome
 
 logger = logging.getLogger("tracescore")
 

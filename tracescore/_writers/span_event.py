@@ -19,10 +19,11 @@ from opentelemetry.sdk.trace.id_generator import RandomIdGenerator
 from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 from opentelemetry.trace import Link, SpanContext, SpanKind, TraceFlags
 
-from .. import _semconv as sc
-from .._held import HeldSpans
-from .._request import ScoreOutcome
-from .._stats import Stats
+from tracescore._core import semconv as sc
+from tracescore._core.stats import Stats
+from tracescore._pipeline.held import HeldSpans
+from tracescore._pipeline.request import ScoreOutcome
+
 from .attributes import span_attributes
 
 _ids = RandomIdGenerator()

@@ -1,12 +1,14 @@
 """The writer that records each outcome as metrics and as a ``gen_ai.evaluation.result`` log
-record (the form the GenAI semantic conventions define), through ``tracescore._telemetry``."""
+record (the form the GenAI semantic conventions define), through
+``tracescore._writers.instruments``."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from .. import _semconv as sc
-from .._request import ScoreOutcome
+from tracescore._core import semconv as sc
+from tracescore._pipeline.request import ScoreOutcome
+
 from .callback import ScoreEvent
 
 

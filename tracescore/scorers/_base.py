@@ -28,13 +28,13 @@ from typing import Any, Literal, TypeAlias
 
 from pydantic import BaseModel, ConfigDict
 
-from tracescore._cpu import in_worker, run_cpu
-from tracescore._errors import ConfigurationError, ScorerError, ScoringError
-from tracescore._fingerprint import fingerprint
+from tracescore._core.cpu import in_worker, run_cpu
+from tracescore._core.errors import ConfigurationError, ScorerError, ScoringError
+from tracescore._core.loop import run_blocking
+from tracescore._core.redact import redact_mapping, redact_structure, redact_text
 from tracescore._judge import Judge, JudgeReply, check_model_spec, resolve_judge
-from tracescore._loop import run_blocking
-from tracescore._redact import redact_mapping, redact_structure, redact_text
-from tracescore._scorer import Scorer as ScorerProtocol
+from tracescore._pipeline.fingerprint import fingerprint
+from tracescore._pipeline.scorer import Scorer as ScorerProtocol
 from tracescore.scorers._prompt import DATA_NOTICE, data_block, data_blocks
 from tracescore.scorers._rounding import round_half_up
 from tracescore.scorers._text import (
@@ -316,7 +316,8 @@ class Scorer(ScorerProtocol):
 
     Build one with ``create_scorer`` or a prebuilt factory such as
     ``create_answer_relevancy_scorer``; the constructor takes the same arguments as
-    ``create_scorer``. It implements ``tracescore._scorer.Scorer``, the protocol the scoring
+    ``create_scorer``. It implements ``tracescore._pipeline.scorer.Scorer``, the protocol the
+    scoring
     engine uses, explicitly (so a type checker holds the two together).
 
     Attributes:
@@ -566,7 +567,7 @@ class Scorer(ScorerProtocol):
             pieces = list(self._context)
         else:
             pieces = context_texts(context)
-        # No credential reaches a judge or a result (tracescore._redact): values under secret
+        # No credential reaches a judge or a result (tracescore._core.redact): values under secret
         # names (api_key=, a header list, a namedtuple's token field) are redacted here, where
         # the structure is still known; every rendered prompt is searched again (_ask_judge).
         input, output, ground_truth = (redact_structure(v) for v in (input, output, ground_truth))

@@ -18,7 +18,7 @@ from typing import Any
 
 from pydantic import BaseModel, create_model
 
-from tracescore._errors import ConfigurationError
+from tracescore._core.errors import ConfigurationError
 from tracescore._judge import Judge
 from tracescore.scorers._base import (
     JudgePrompt,

@@ -54,7 +54,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field, create_model
 
-from tracescore._errors import ConfigurationError
+from tracescore._core.errors import ConfigurationError
 from tracescore._judge import Judge
 from tracescore.scorers._base import JudgePrompt, Scorer, ScorerRun, check_scale
 from tracescore.scorers._claims import (

@@ -11,7 +11,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from tracescore._errors import ConfigurationError
+from tracescore._core.errors import ConfigurationError
 from tracescore._judge import Judge
 from tracescore.scorers._base import (
     JudgePrompt,

@@ -14,7 +14,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, Field
 
-from tracescore._errors import ConfigurationError, ScorerError
+from tracescore._core.errors import ConfigurationError, ScorerError
 from tracescore._judge import Judge
 from tracescore.scorers._base import JudgePrompt, NotScorable, Scorer, ScorerRun, check_scale
 from tracescore.scorers._common import Texts

@@ -24,7 +24,7 @@ import functools
 import unicodedata
 from collections.abc import Callable, Sequence
 
-from tracescore._errors import ConfigurationError
+from tracescore._core.errors import ConfigurationError
 from tracescore.scorers._base import Scorer, ScorerRun
 
 __all__ = [

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import Counter
 from operator import add
 
-from tracescore._errors import ConfigurationError
+from tracescore._core.errors import ConfigurationError
 from tracescore.scorers._base import NotScorable, Scorer, ScorerRun
 
 __all__ = ["create_content_similarity_scorer", "dice_coefficient"]

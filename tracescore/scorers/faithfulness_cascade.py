@@ -14,7 +14,7 @@ import dataclasses
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from tracescore._errors import ConfigurationError
+from tracescore._core.errors import ConfigurationError
 from tracescore._judge import Judge
 from tracescore.scorers._base import Scorer, ScorerRun, SkipJudge
 from tracescore.scorers._claims import (

@@ -14,7 +14,7 @@ from __future__ import annotations
 import unicodedata
 from typing import Any
 
-from tracescore._errors import ConfigurationError
+from tracescore._core.errors import ConfigurationError
 from tracescore.scorers._base import NotScorable, Scorer, ScorerRun
 
 __all__ = ["create_textual_difference_scorer", "lcs_similarity"]

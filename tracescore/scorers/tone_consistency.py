@@ -30,7 +30,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from tracescore._errors import ConfigurationError
+from tracescore._core.errors import ConfigurationError
 from tracescore.scorers._base import NotScorable, Scorer, ScorerRun
 
 __all__ = ["create_tone_consistency_scorer", "sentence_comparatives", "sentiment_comparative",

@@ -14,7 +14,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from tracescore._errors import ConfigurationError
+from tracescore._core.errors import ConfigurationError
 from tracescore._judge import Judge
 from tracescore.scorers._base import JudgePrompt, Scorer, ScorerRun, check_scale
 from tracescore.scorers._preset import explained, json_block, judge_scorer

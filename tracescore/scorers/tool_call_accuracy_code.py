@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from itertools import pairwise
 from typing import Any
 
-from tracescore._errors import ConfigurationError
+from tracescore._core.errors import ConfigurationError
 from tracescore.scorers._base import Scorer, ScorerRun
 
 __all__ = [

@@ -48,7 +48,8 @@ from ._judge_server import (
 
 
 def runtime() -> Any:
-    """The process's ``tracescore._runtime.Runtime``: what ``configure()`` built (its scoring
+    """The process's ``tracescore._pipeline.runtime.Runtime``: what ``configure()`` built (its
+    scoring
     processor, span readers, telemetry, default judge, scorer input caps).
 
     This is the one documented seam into tracescore's internals for tests (of tracescore
@@ -59,7 +60,7 @@ def runtime() -> Any:
         >>> tracescore.testing.runtime().add_reader(AcmeReader())
         >>> tracescore.configure(scoring=[...])
     """
-    from .._runtime import RUNTIME
+    from tracescore._pipeline.runtime import RUNTIME
 
     return RUNTIME
 

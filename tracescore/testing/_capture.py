@@ -15,7 +15,7 @@ from ._ids import SequentialIdGenerator
 from ._judge_server import ScriptedJudge
 
 if TYPE_CHECKING:
-    from .._config import Tracescore
+    from tracescore._setup.config import Tracescore
 
 __all__ = ["CaptureScores"]
 

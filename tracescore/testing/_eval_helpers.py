@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .._evals import EvalResult, arun_evals, run_evals
+from tracescore._offline.evals import EvalResult, arun_evals, run_evals
 
 __all__ = ["EvalRunner", "assert_passed", "failure_message"]
 

@@ -8,7 +8,7 @@ from typing import Any
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from .. import _semconv as sc
+from tracescore._core import semconv as sc
 
 __all__ = ["InMemoryScoreExporter", "evaluation_events", "span_as_dict"]
 

@@ -1,0 +1,1 @@
+"""The tracescore command: one module per subcommand; the public front is tracescore.cli."""

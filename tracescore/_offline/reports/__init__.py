@@ -1,0 +1,1 @@
+"""Self-contained HTML reports (Jinja2 templates) for eval, calibrate, rescore and view."""

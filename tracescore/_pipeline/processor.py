@@ -1,0 +1,593 @@
+"""The scoring span processor: where ended spans become scoring work, in one place.
+
+``route`` (which ``on_end`` is) is the only router. For every ended span, on the thread that
+ends it, it takes the trace-sampling decision once (``_sampling.TracePicker``, by trace id); a
+span no rule can pick goes straight to the export processor. Any other span is read (by its
+decorator's ``CallRecord`` when it has one, else by the first reader of the runtime's that
+accepts it), noted in the trace buffer (documents, tool calls), matched against the rules once
+(``_rules.select``) and admitted by their limits; a picked span is held (``_held``) and its jobs
+go to the engine's one bounded queue (``_engine``), which refuses rather than blocks: a refusal
+is counted and the span exported unscored. The engine runs the jobs on the loop and the writers
+(``_writers``) put each outcome on the held span, on a carrier span, in metrics and log
+records. ``force_flush`` and ``shutdown`` wait for the engine, then release what is held.
+
+``tracescore serve`` uses the same path; its trace settler may take a picked span whose scorers
+need the whole trace (``defer``) and give it back with ``score_deferred`` once the trace is
+complete, with the rules already selected.
+
+``on_start``/``on_end`` never raise.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+import weakref
+from collections import Counter
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor
+from opentelemetry.trace import StatusCode
+
+from tracescore._core import loop as _loop
+from tracescore._core import semconv as sc
+from tracescore._core.otel_compat import span_context
+from tracescore._core.stats import Stats
+from tracescore._pipeline.engine import Engine, Job
+from tracescore._pipeline.held import HeldSpans
+from tracescore._pipeline.request import ScoringRequest
+from tracescore._pipeline.rules import CompiledRule, Selected, select
+from tracescore._pipeline.sampling import TracePicker
+from tracescore._pipeline.trace_buffer import TraceBuffer
+from tracescore._readers import (
+    READERS,
+    Content,
+    Reader,
+    _turns,
+    attributes_of,
+    reader_for,
+    scope_name,
+)
+from tracescore._writers.callback import CallbackWriter, ScoreEvent
+from tracescore._writers.span_event import SpanEventWriter
+from tracescore._writers.telemetry import TelemetryWriter
+
+logger = logging.getLogger("tracescore")
+
+# Seconds between deadline sweeps at most: many held spans share one sweep.
+_SWEEP_COALESCE = 0.05
+# The deadline of a shutdown that follows a flush which missed its own (a hung scorer or
+# backend): enough to hand over what is held, not another full wait on the same hang.
+_SHUTDOWN_AFTER_MISSED_FLUSH = 1.0
+
+__all__ = ["ScoreEvent", "ScoringSpanProcessor", "Stats"]
+
+
+class ScoringSpanProcessor(SpanProcessor):
+    """Holds sampled spans until their scores are attached, then hands them downstream.
+
+    Args:
+        downstream: the processor that exports (tracescore's ``ExportProcessor``), or None to
+            export nothing.
+        rules: compiled scoring rules.
+        score_timeout: seconds a sampled span is held for its scores before it is exported
+            anyway (later scores go out on carrier spans).
+        max_concurrency: scoring jobs running at once.
+        max_queue_size: scoring jobs accepted at once (queued plus running).
+        job_timeout: seconds a scoring job may run before it is cancelled and reported with
+            ``error.type=timeout``; None: no limit.
+        flush_timeout: seconds ``shutdown()`` takes when called without a deadline, as the
+            SDK's ``TracerProvider.shutdown()`` (and its exit hook) calls it.
+        max_held_spans: spans held at once; None: bounded by ``max_queue_size`` only.
+        on_score: optional callback receiving each ``ScoreEvent`` (exceptions are logged).
+        telemetry: where score metrics, self-metrics and log records go, or None.
+        trace_buffer: where documents and tool calls wait for later spans of their trace;
+            default: a ``TraceBuffer`` with its default bounds, when a rule's scorer needs
+            context or tool calls.
+        writers: further destinations of scores, after the built-in ones.
+        readers: the span readers asked in order (the runtime's; default ``READERS``).
+        ending: the runtime's table of decorated calls ending now (``Runtime.ending``), where a
+            span's ``CallRecord`` is found; default: none.
+        defer: ``(span) -> bool``, asked for a picked span whose scorers need its trace's
+            documents or tool calls: True when the caller keeps it and gives it back later
+            with ``score_deferred`` (the service's trace settler); default: none.
+    """
+
+    def __init__(
+        self,
+        downstream: SpanProcessor | None,
+        rules: Sequence[CompiledRule],
+        *,
+        score_timeout: float,
+        max_concurrency: int,
+        max_queue_size: int,
+        job_timeout: float | None = None,
+        flush_timeout: float,
+        max_held_spans: int | None = None,
+        on_score: Callable[[ScoreEvent], Any] | None = None,
+        telemetry: Any = None,
+        trace_buffer: TraceBuffer | None = None,
+        writers: Sequence[Any] = (),
+        readers: tuple[Reader, ...] = READERS,
+        ending: dict[tuple[int, int], Any] | None = None,
+        defer: Callable[[ReadableSpan], bool] | None = None,
+    ) -> None:
+        self._downstream = downstream
+        self._put = getattr(downstream, "put", None)
+        self._rules = tuple(rules)
+        self._score_timeout = score_timeout
+        self.flush_timeout = flush_timeout
+        self._telemetry = telemetry
+        self._readers = readers
+        self._ending: dict[tuple[int, int], Any] = ending if ending is not None else {}
+        self._defer = defer
+        self._stats = Stats()
+        self._lock = threading.Lock()
+        # An export processor that reports what the exporter accepted and what it dropped
+        # (tracescore's ExportProcessor) counts spans_exported; any other counts on hand-off.
+        report_to = getattr(downstream, "report_to", None)
+        self._export_reports = callable(report_to)
+        if report_to is not None and self._export_reports:
+            report_to(self._count_export)
+        self._closed = False
+        self._shutdown_started = False
+        self._export_call: _Call | None = None
+        self._flush_missed = False  # the last force_flush ran out of time
+        self._sweep_armed = False  # loop-thread only
+        self._wants_tool_calls = any(r.scorer.uses_tool_calls or r.tool_results_as_context
+                                     for r in self._rules)
+        #: The trace-sampling decision of every rule, once per trace (the decorators ask too).
+        self.picks = TracePicker([(r.sample_rate, r.salt) for r in self._rules])
+        self._score_errors = any(r.score_errors for r in self._rules)
+        wants_buffer = self._wants_tool_calls or any(r.scorer.uses_context for r in self._rules)
+        # Every span of a trace is routed when a rule needs what its other spans left (else
+        # only traces a rule may pick). The buffer also tells a span what ended beneath it
+        # (one score per model call and per agent turn, ``_readers._turns``), so any rule
+        # gets one.
+        self._route_all = trace_buffer is not None or wants_buffer
+        self._buffer = trace_buffer if trace_buffer is not None else (
+            TraceBuffer() if self._rules else None)
+        # Spans the ``defer`` hook kept, with what routing found, until ``score_deferred``.
+        self._deferred: dict[tuple[int, int],
+                             tuple[Reader, str | None, list[Selected], Any]] = {}
+        self._held = HeldSpans(self._export, self._stats, max_held_spans)
+        self._span_events = SpanEventWriter(self._held, self._export, self._stats)
+        chain: list[Any] = [self._span_events]
+        if telemetry is not None:
+            chain.append(TelemetryWriter(telemetry))
+        if on_score is not None:
+            chain.append(CallbackWriter(on_score))
+        chain.extend(writers)
+        self._engine = Engine(chain, concurrency=max_concurrency,
+                              max_queue_size=max_queue_size, job_timeout=job_timeout,
+                              on_drain=self._arm_sweep)
+        if not self._rules and self._export_reports and downstream is not None:
+            # Nothing to score: the export processor's own on_end takes every span (it never
+            # raises and counts what it accepts), without a hop through this one.
+            self.on_end = downstream.on_end  # type: ignore[method-assign]
+        _processors.add(self)
+
+    # -- counters ------------------------------------------------------------------------------
+    @property
+    def rules(self) -> tuple[CompiledRule, ...]:
+        """The compiled rules."""
+        return self._rules
+
+    @property
+    def stats(self) -> Stats:
+        """The live counters (``Tracescore.stats()`` hands out copies)."""
+        self._stats.spans_held = len(self._held)
+        if self._buffer is not None:
+            self._stats.trace_buffer_evictions = sum(self._buffer.evictions.values())
+        spool = getattr(self._downstream, "spool", None)
+        refused = getattr(spool, "refused", None)
+        if isinstance(refused, dict):
+            self._stats.spool_refused = dict(refused)
+        return self._stats
+
+    def pending_jobs(self) -> int:
+        """Scoring jobs accepted and not finished (for the queue-size gauge)."""
+        return self._engine.pending
+
+    def held_spans(self) -> int:
+        """Spans held for their scores right now (for the held-spans gauge)."""
+        return len(self._held)
+
+    @property
+    def trace_picks(self) -> Callable[[int], bool] | None:
+        """For the decorators: whether a trace may be scored, by its id (``picks``); None when
+        any trace may be (a rule scores every failure, known only when the span ends)."""
+        return None if self._score_errors else self.picks
+
+    # -- SpanProcessor -------------------------------------------------------------------------
+    @property
+    def starts_nothing(self) -> bool:
+        """True when ``on_start`` has nothing to do (the export processor ignores it), so a
+        caller may skip the call."""
+        return getattr(self._downstream, "starts_nothing", self._downstream is None)
+
+    def on_start(self, span: Any, parent_context: Any = None) -> None:
+        if self._downstream is not None:
+            try:
+                self._downstream.on_start(span, parent_context=parent_context)
+            except Exception:
+                logger.debug("tracescore export processor failed in on_start", exc_info=True)
+
+    def on_end(self, span: ReadableSpan) -> None:
+        """Route ``span`` (see ``route``). Never raises."""
+        self.route(span)
+
+    def route(self, span: ReadableSpan, encoded: int | None = None, *,
+              forward: bool = True) -> str:
+        """The one router: export ``span`` now when no rule can pick it, else read it, match
+        it against the rules and hold it for the jobs the engine accepted. Never raises.
+
+        Args:
+            span: the ended span.
+            encoded: the span's OTLP size when the caller measured it already (the service),
+                handed to the export processor with the span.
+            forward: export a span no rule picked (False: the caller forwarded every span
+                already, the service's ``forward_first`` mode).
+
+        Returns:
+            ``"passed"`` (exported, or to be: no job), ``"scored"`` (held for its jobs) or
+            ``"deferred"`` (kept by the ``defer`` hook).
+        """
+        try:
+            ctx = span_context(span)
+            if ctx is not None and self._rules and not self._closed:
+                sampled = self.picks.decide(ctx.trace_id)
+                if (True in sampled or self._route_all or (
+                        self._score_errors and span.status.status_code is StatusCode.ERROR)):
+                    # Otherwise no rule can pick this span whatever it matches, and no trace
+                    # context is kept: it goes straight to export (most spans, at a low rate).
+                    outcome = self._route(span, ctx, sampled)
+                    if outcome != "passed":
+                        return outcome
+        except Exception:
+            logger.warning("tracescore failed to schedule scoring for span %r; it is exported "
+                           "unscored and the application is unaffected", span.name, exc_info=True)
+        if forward:
+            self._export(span, encoded)
+        return "passed"
+
+    def _route(self, span: ReadableSpan, ctx: Any, sampled: tuple[bool, ...]) -> str:
+        attrs = attributes_of(span)
+        if attrs.get(sc.TRACESCORE_EVALUATION_CARRIER):
+            return "passed"
+        # A span of tracescore's decorators is read through its call's record (full values).
+        record = self._ending.get((ctx.trace_id, ctx.span_id)) if self._ending else None
+        reader: Reader = record if record is not None else reader_for(span, self._readers)
+        # The span's kind, and whether it wraps another of its kind (``_readers._turns``).
+        kind, wrapper, beneath = _turns.route(reader, span, self._buffer,
+                                              parent_links=self._wants_tool_calls)
+        selected = select(self._rules, sampled, kind=kind, name=span.name, attributes=attrs,
+                          scope=scope_name(span),
+                          failed=span.status.status_code is StatusCode.ERROR, span=span,
+                          wrapper=wrapper)
+        if (selected and self._defer is not None
+                and any(s.rule.scorer.uses_context or s.rule.scorer.uses_tool_calls
+                        for s in selected)):
+            key = (ctx.trace_id, ctx.span_id)
+            self._deferred[key] = (reader, kind, selected, beneath)
+            if self._defer(span):
+                return "deferred"
+            self._deferred.pop(key, None)
+        return self._score(span, ctx, reader, kind, selected, beneath)
+
+    def score_deferred(self, span: ReadableSpan) -> None:
+        """Score a span the ``defer`` hook kept, with the rules selected when it was routed
+        (its trace is complete now). Never raises."""
+        try:
+            ctx = span.context
+            entry = self._deferred.pop((ctx.trace_id, ctx.span_id), None) if ctx else None
+            if entry is not None and not self._closed:
+                reader, kind, selected, beneath = entry
+                if self._score(span, ctx, reader, kind, selected, beneath) != "passed":
+                    return
+        except Exception:
+            logger.warning("tracescore failed to schedule scoring for span %r; it is exported "
+                           "unscored and the application is unaffected", span.name, exc_info=True)
+        self._export(span)
+
+    def _score(self, span: ReadableSpan, ctx: Any, reader: Reader, kind: str | None,
+               selected: list[Selected], beneath: Any) -> str:
+        """Admit, hold and queue the jobs of the ``selected`` rules; the trace buffer forgets
+        the trace once its local root is routed."""
+        buffer = self._buffer
+        local_root = span.parent is None or span.parent.is_remote
+        try:
+            admitted = self._admit(selected) if selected else []
+            if not admitted:
+                return "passed"
+            context: tuple[tuple[Any, ...], tuple[Any, ...]] = ((), ())
+            if buffer is not None:
+                context = (buffer.documents(ctx.trace_id),
+                           buffer.tool_calls_under(ctx.trace_id, ctx.span_id)
+                           if self._wants_tool_calls else ())
+        finally:
+            if buffer is not None and local_root:
+                buffer.end_trace(ctx.trace_id)  # the local root ended: nothing later needs it
+        content = _turns.finish(span, kind, reader.read(span, kind), beneath,
+                                lambda other: reader_for(other, self._readers), reader)
+        request = self._request(span, ctx, kind, content, context,
+                                None if context[0] else _turns.no_documents_reason(reader, span))
+        held = self._held.hold(span, len(admitted), time.monotonic() + self._score_timeout)
+        if held is None:
+            self._count_skips(admitted, "held_spans_full")
+            return "passed"
+        if self._engine.submit([Job(request, s.rule, s.on_error, span) for s in admitted]):
+            with self._lock:
+                self._stats.spans_scored += 1
+            return "scored"
+        self._count_skips(admitted, "queue_full")
+        # A flush or shutdown may have exported it meanwhile (the skip still happened).
+        return "passed" if self._held.unhold(held) else "scored"
+
+    def _admit(self, selected: list[Selected]) -> list[Selected]:
+        """Apply the held-span cap, each rule's rate limit and budget (they count at the
+        span's end); skips are counted."""
+        if self._held.full():
+            self._count_skips(selected, "held_spans_full")
+            return []
+        admitted = []
+        for choice in selected:
+            reason = choice.rule.admit()
+            if reason is None:
+                admitted.append(choice)
+            else:
+                self._count_skips([choice], reason)
+        return admitted
+
+    def _request(self, span: ReadableSpan, ctx: Any, kind: str | None, content: Content,
+                 context: tuple[tuple[Any, ...], tuple[Any, ...]],
+                 documents_missing: str | None) -> ScoringRequest:
+        documents, tool_calls = context
+        if not tool_calls and content.tool_calls:
+            tool_calls = content.tool_calls  # a model turn's requested calls
+        status = span.status.status_code
+        return ScoringRequest(
+            input=content.input,
+            output=content.output,
+            documents=documents,
+            tool_calls=tool_calls,
+            trace_id=ctx.trace_id,
+            span_id=ctx.span_id,
+            parent_span_id=span.parent.span_id if span.parent else None,
+            span_name=span.name,
+            kind=kind,
+            attributes=span.attributes,
+            scope=scope_name(span),
+            start_time=span.start_time or 0,
+            end_time=span.end_time or 0,
+            status=("error" if status is StatusCode.ERROR
+                    else "ok" if status is StatusCode.OK else "unset"),
+            error=content.error,
+            content_missing=content.missing,
+            documents_missing=documents_missing,
+        )
+
+    def _count_skips(self, selected: Sequence[Selected], reason: str) -> None:
+        field = {
+            "queue_full": "skipped_queue_full",
+            "held_spans_full": "skipped_held_full",
+            "rate_limited": "skipped_rate_limited",
+            "budget": "skipped_budget",
+        }[reason]
+        with self._lock:
+            setattr(self._stats, field, getattr(self._stats, field) + len(selected))
+        if self._telemetry is not None:
+            for choice in selected:
+                self._telemetry.record_skip(choice.rule.scorer_id, reason)
+
+    def _count_dropped(self, counts: Counter[str]) -> None:
+        """Count scoring jobs that will never finish (tracescore shut down), by scorer id."""
+        total = sum(counts.values())
+        if not total:
+            return
+        with self._lock:
+            self._stats.jobs_dropped += total
+        if self._telemetry is not None:
+            for scorer_id, n in counts.items():
+                if n > 0:
+                    self._telemetry.record_dropped(scorer_id, n)
+
+    # -- export --------------------------------------------------------------------------------
+    def _export(self, span: ReadableSpan, encoded: int | None = None) -> None:
+        if self._downstream is None:
+            return
+        try:
+            if encoded is not None and self._put is not None:
+                self._put(span, encoded)  # the export processor's on_end, size known
+            else:
+                self._downstream.on_end(span)
+            if not self._export_reports:
+                with self._lock:
+                    self._stats.spans_exported += 1
+        except Exception:
+            logger.warning("tracescore export processor failed; span %r lost", span.name,
+                           exc_info=True)
+
+    def _count_export(self, outcome: str, spans: int) -> None:
+        """The export processor's report: ``spans`` accepted (``exported``) or dropped for the
+        cause ``outcome``; any thread."""
+        with self._lock:
+            self._stats.count_export(outcome, spans)
+        if self._telemetry is not None:
+            self._telemetry.record_export(outcome, spans)
+
+    # -- deadlines (on the loop thread) --------------------------------------------------------
+    def _arm_sweep(self) -> None:
+        if not self._sweep_armed and len(self._held):
+            self._sweep_armed = True
+            _loop.get_loop().call_later(self._score_timeout, self._sweep)
+
+    def _sweep(self) -> None:
+        now = time.monotonic()
+        next_deadline = self._held.expire(now)
+        self._sweep_armed = next_deadline is not None
+        if next_deadline is not None:
+            delay = max(next_deadline - now, _SWEEP_COALESCE)
+            _loop.get_loop().call_later(delay, self._sweep)
+
+    # -- lifecycle -----------------------------------------------------------------------------
+    def force_flush(self, timeout_millis: float = 30_000) -> bool:
+        """Wait for pending scores, export every held span, then flush the export processor,
+        all within ``timeout_millis``.
+
+        Scores get most of the deadline; the rest (a fifth, at least a quarter second when the
+        deadline allows) is kept for the export, so held spans still reach the exporter when a
+        scorer hangs. The export processor's flush runs on a helper thread, so a hung exporter
+        or an unreachable backend cannot hold the caller past the deadline (the SDK's
+        ``BatchSpanProcessor`` ignores flush deadlines).
+
+        Returns True when every score came in and the export processor flushed in time. Spans
+        whose scores are still pending at the deadline are exported with the scores they have;
+        later scores go out on carrier spans.
+        """
+        budget = _seconds(timeout_millis)
+        deadline = time.monotonic() + budget
+        reserve = max(budget * 0.2, min(budget * 0.5, 0.25))
+        if _loop.is_loop_thread():
+            # Called by a scorer or an on_score callback: no job can finish while it waits.
+            idle = self._engine.pending == 0
+        else:
+            idle = self._engine.wait_idle(max(0.0, deadline - reserve - time.monotonic()))
+        remaining = self._held.release_all()
+        # A span the loop's sweep released is still being handed over on its thread: the
+        # export processor's flush must come after it, or misses it.
+        flushed = self._held.wait_handed_over(_left(deadline))
+        if self._downstream is not None:
+            downstream = self._downstream
+
+            def flush() -> bool:
+                left = max(0, int((deadline - time.monotonic()) * 1000))
+                return bool(downstream.force_flush(left))
+
+            flushed = self._call_before(flush, "flush", deadline) and flushed
+        self._flush_missed = not (idle and flushed)
+        return bool(idle and flushed and not remaining)
+
+    def shutdown(self, timeout_millis: float | None = None) -> None:
+        """Flush within ``timeout_millis`` (default: ``flush_timeout``), stop scoring, shut
+        the export processor down.
+
+        Only the first call does anything: tracescore's exit hook and the SDK's
+        ``TracerProvider`` (at exit) both shut processors down, and the second must not wait
+        again. When the last ``force_flush`` missed its deadline (no later one succeeded), the
+        deadline is at most one second: a second full wait on the same hung backend or scorer
+        would get nothing more out, so ``force_flush()`` then ``shutdown()`` costs one deadline,
+        not two (the exit hooks rely on this too). The export processor cannot tell whether a
+        flush that returned at its deadline is still stuck, so the miss alone decides.
+        """
+        with self._lock:
+            if self._shutdown_started:
+                return
+            self._shutdown_started = True
+        if timeout_millis is None:
+            timeout_millis = self.flush_timeout * 1000
+        if self._flush_missed:
+            timeout_millis = min(_seconds(timeout_millis), _SHUTDOWN_AFTER_MISSED_FLUSH) * 1000
+        deadline = time.monotonic() + _seconds(timeout_millis)
+        self.force_flush(timeout_millis)
+        self._closed = True  # from now on on_end exports every span directly
+        # Jobs of spans that ended during the flush (and any still running) are dropped and
+        # counted; their spans are released just below.
+        self._count_dropped(self._engine.shutdown(_left(deadline),
+                                                  on_late_drop=self._count_dropped))
+        self._held.release_all()
+        self._held.wait_handed_over(_left(deadline))  # before the export processor stops
+        if self._downstream is not None:
+            downstream = self._downstream
+
+            def stop() -> bool:
+                downstream.shutdown()
+                return True
+
+            self._call_before(stop, "shutdown", deadline, queue=True)
+
+    def _call_before(self, fn: Callable[[], bool], what: str, deadline: float,
+                     queue: bool = False) -> bool:
+        """Run ``fn`` (a flush or shutdown of the export processor) on a helper thread and wait
+        for it until ``deadline``. Returns its result; False when it failed or is still running.
+        One call at a time: while an earlier one is stuck in a hung exporter, a flush gives up
+        at the deadline instead of piling another thread on the same lock, and the shutdown
+        (``queue=True``) is queued to run once the stuck call returns."""
+        previous = self._export_call
+        if previous is not None and not previous.done.wait(_left(deadline)) and not queue:
+            return False
+        call = _Call(fn, what, after=previous)
+        self._export_call = call
+        try:
+            threading.Thread(target=call.run, name=f"tracescore-{what}", daemon=True).start()
+        except RuntimeError:  # no new threads (interpreter shutdown): run it here, unless stuck
+            if previous is not None and not previous.done.is_set():
+                return False
+            call.run()
+        return call.done.wait(_left(deadline)) and call.ok
+
+    def _after_fork_in_child(self) -> None:
+        # The parent exports the spans it held and the engine's jobs did not survive fork():
+        # the child forgets them (exporting them too would duplicate them).
+        self._lock = threading.Lock()
+        self._held.forget_all()
+        self._deferred.clear()
+        self._span_events.after_fork_in_child()
+        for rule in self._rules:
+            rule.after_fork_in_child()
+        if self._buffer is not None:
+            self._buffer.after_fork_in_child()
+        self._sweep_armed = False
+        self._export_call = None
+
+
+class _Call:
+    """One export-processor call on a helper thread."""
+
+    def __init__(self, fn: Callable[[], bool], what: str, after: _Call | None = None) -> None:
+        self.fn = fn
+        self.what = what
+        self.after = after
+        self.done = threading.Event()
+        self.ok = False
+
+    def run(self) -> None:
+        try:
+            if self.after is not None:
+                self.after.done.wait()
+                self.after = None
+            self.ok = bool(self.fn())
+        except Exception:
+            logger.warning("tracescore export processor failed to %s", self.what, exc_info=True)
+        finally:
+            self.done.set()
+
+
+def _seconds(timeout_millis: Any) -> float:
+    """A deadline in milliseconds as seconds, clamped to what ``threading`` waits accept (NaN
+    and negative values count as 0)."""
+    try:
+        seconds = float(timeout_millis) / 1000
+    except (TypeError, ValueError):
+        return 0.0
+    return min(seconds, threading.TIMEOUT_MAX) if seconds > 0 else 0.0
+
+
+def _left(deadline: float) -> float:
+    """Seconds until ``deadline`` (monotonic), within what ``threading`` waits accept."""
+    return min(max(0.0, deadline - time.monotonic()), threading.TIMEOUT_MAX)
+
+
+_processors: weakref.WeakSet[ScoringSpanProcessor] = weakref.WeakSet()
+
+
+def _reset_processors_after_fork() -> None:
+    for processor in list(_processors):
+        processor._after_fork_in_child()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_reset_processors_after_fork)
