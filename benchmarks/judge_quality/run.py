@@ -354,6 +354,11 @@ async def amain(argv: list[str] | None = None) -> int:
                                if (item["id"], s, task["prompt_set"], sha) not in done]
                     for record in await run_tracescore(item, scorers, task["prompt_set"],
                                                        args, meta):
+                        if "JudgeUnavailableError" in str(record.get("error")):
+                            # the server is gone (crashed or killed): an answer nobody judged
+                            # is not a result; stop, so that a rerun picks the item up again
+                            raise SystemExit(f"the judge's server stopped answering: "
+                                             f"{record['error']}")
                         append(args.results, record)
                         attempted.add(record_key(record))
                         show(record)
