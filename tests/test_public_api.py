@@ -37,6 +37,8 @@ SCORERS = [
     "create_tone_consistency_scorer", "create_tool_call_accuracy_scorer_code",
     "create_tool_call_accuracy_scorer_llm", "create_toxicity_scorer", "data_block",
     "data_blocks",
+    # issue 32: the one scorer registry
+    "get", "ids", "registry",
 ]
 
 

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from tracescore import ConfigurationError, run_evals
+from tracescore import ConfigurationError, run_evals, scorers
 from tracescore._cli import scorers as _cli_scorers
 from tracescore.scorers import (
     create_tool_call_accuracy_scorer_code,
@@ -189,9 +189,8 @@ def test_legacy_id_keeps_the_old_id_with_a_deprecation_warning() -> None:
 
 
 def test_cli_resolves_both_ids_and_explains_what_it_cannot_build() -> None:
-    factory_for = _cli_scorers.factory_for
-    assert factory_for("tool-call-accuracy-code") is create_tool_call_accuracy_scorer_code
-    assert factory_for("tool-call-accuracy") is create_tool_call_accuracy_scorer_llm
+    assert scorers.get("tool-call-accuracy-code") is create_tool_call_accuracy_scorer_code
+    assert scorers.get("tool-call-accuracy") is create_tool_call_accuracy_scorer_llm
     with pytest.raises(_cli_scorers.UsageError,
                        match="cannot be built from the command line") as info:
         _cli_scorers.build_scorer("tool-call-accuracy-code", None)

@@ -1,19 +1,17 @@
 """Scorers by id for the command line: ``--scorer answer-relevancy:0.7`` becomes a scorer.
 
-Shared by ``tracescore eval`` and ``tracescore calibrate``; imports neither of them.
+The ids are ``tracescore.scorers.registry()``'s; this module adds the command line's syntax
+and wording. Shared by ``tracescore eval``, ``calibrate`` and ``rescore``; imports none of them.
 """
 
 from __future__ import annotations
 
-import importlib
 import inspect
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 _SCORER_ID = re.compile(r"[a-z0-9][a-z0-9-]*")
-_FACTORY = re.compile(r"create_([a-z0-9_]+)_scorer")
-_VARIANT_FACTORY = re.compile(r"create_[a-z0-9_]+_scorer_[a-z0-9]+")
 
 
 class UsageError(Exception):
@@ -21,38 +19,15 @@ class UsageError(Exception):
 
 
 
-def available_scorers() -> dict[str, Callable[..., Any]]:
-    """Scorer id -> factory, for every ``create_<id>_scorer`` exported by ``tracescore.scorers``."""
-    import tracescore.scorers as package
+def available_scorers() -> Mapping[str, Callable[..., Any]]:
+    """Scorer id -> factory: ``tracescore.scorers.registry()``."""
+    from tracescore.scorers import registry
 
-    found = {}
-    for name in dir(package):
-        match = _FACTORY.fullmatch(name)
-        factory = getattr(package, name)
-        if match and callable(factory):
-            found[match.group(1).replace("_", "-")] = factory
-    return dict(sorted(found.items()))
-
-
-def _variant_factories() -> dict[str, Callable[..., Any]]:
-    """Scorer id -> factory for ``create_<name>_scorer_<variant>`` (tool-call-accuracy's
-    ``_llm`` and ``_code``): the id is the factory module's ``SCORER_ID``, since only the module
-    knows it (``tool-call-accuracy`` for the LLM variant, ``tool-call-accuracy-code``)."""
-    import tracescore.scorers as package
-
-    found = {}
-    for name in dir(package):
-        factory = getattr(package, name)
-        if _VARIANT_FACTORY.fullmatch(name) and callable(factory):
-            module = importlib.import_module(factory.__module__)
-            scorer_id = getattr(module, "SCORER_ID", None)
-            if isinstance(scorer_id, str):
-                found[scorer_id] = factory
-    return found
+    return registry()
 
 
 def factory_for(scorer_id: str) -> Callable[..., Any]:
-    """The factory of ``scorer_id``.
+    """The factory of ``scorer_id`` (``tracescore.scorers.get``).
 
     Raises:
         UsageError: not a scorer id, or no such scorer.
@@ -60,22 +35,10 @@ def factory_for(scorer_id: str) -> Callable[..., Any]:
     if not _SCORER_ID.fullmatch(scorer_id):
         raise UsageError(f"{scorer_id!r} is not a scorer id (lowercase, e.g. answer-relevancy)")
     factories = available_scorers()
-    if scorer_id in factories:
-        return factories[scorer_id]
-    variant = _variant_factories().get(scorer_id)
-    if variant is not None:
-        return variant
-    # Scorers are added by several people; one may exist as a module before the package
-    # exports it.
-    module_name = scorer_id.replace("-", "_")
-    try:
-        module = importlib.import_module(f"tracescore.scorers.{module_name}")
-    except ImportError:
-        module = None
-    factory = getattr(module, f"create_{module_name}_scorer", None)
-    if callable(factory):
-        return factory  # type: ignore[no-any-return]
-    raise UsageError(f"unknown scorer {scorer_id!r}; available: {', '.join(factories) or 'none'}")
+    if scorer_id not in factories:
+        raise UsageError(
+            f"unknown scorer {scorer_id!r}; available: {', '.join(factories) or 'none'}")
+    return factories[scorer_id]
 
 
 def parse_scorer(text: str) -> tuple[str, float | None]:

@@ -514,11 +514,8 @@ def calibrate_feedback(
 
 def _scorer_facts(scorer: Any) -> tuple[str, bool, float]:
     if isinstance(scorer, str):
-        from tracescore._cli.scorers import UsageError, build_scorer
+        from tracescore.scorers._registry import build
 
-        try:
-            scorer = build_scorer(scorer, "openai/unused")  # built for its facts, never run
-        except UsageError as exc:
-            raise ConfigurationError(str(exc)) from None
+        scorer = build(scorer, "openai/unused")  # built for its facts, never run
     return (str(scorer.id), bool(getattr(scorer, "higher_is_better", True)),
             float(getattr(scorer, "scale", 1.0) or 1.0))

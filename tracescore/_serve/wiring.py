@@ -31,27 +31,24 @@ def build_judge(config: ServeConfig) -> Any:
 
 def _scorer(rule: Rule, judge: Any, where: str) -> Any:
     options = dict(rule.options)
-    if rule.factory is not None:
-        module_name, _, attr = rule.factory.partition(":")
-        try:
-            factory = getattr(importlib.import_module(module_name), attr)
-        except (ImportError, AttributeError) as exc:
-            raise ServeConfigError(
-                f"{where}.factory: cannot import {rule.factory}: {exc}") from None
-    else:
-        import tracescore.scorers as package
+    if rule.factory is None:
+        # A scorer id: tracescore.scorers' registry, the one the command line reads.
+        from tracescore.scorers import registry
+        from tracescore.scorers._registry import build
 
         assert rule.scorer is not None
-        name = f"create_{rule.scorer.replace('-', '_')}_scorer"
-        factory = getattr(package, name, None)
-        if not callable(factory):
-            # create_scorer (the custom scorer's factory) names no scorer id.
-            known = sorted(n[len("create_"):-len("_scorer")].replace("_", "-")
-                           for n in dir(package)
-                           if n.startswith("create_") and n.endswith("_scorer")
-                           and n != "create_scorer")
+        if rule.scorer not in registry():
             raise ServeConfigError(f"{where}.scorer: unknown scorer {rule.scorer!r}; "
-                                   f"known: {', '.join(known)}")
+                                   f"known: {', '.join(registry())}")
+        try:
+            return build(rule.scorer, judge, options)
+        except ConfigurationError as exc:
+            raise ServeConfigError(f"{where}.options: {exc}") from None
+    module_name, _, attr = rule.factory.partition(":")
+    try:
+        factory = getattr(importlib.import_module(module_name), attr)
+    except (ImportError, AttributeError) as exc:
+        raise ServeConfigError(f"{where}.factory: cannot import {rule.factory}: {exc}") from None
     try:
         params = inspect.signature(factory).parameters
     except (TypeError, ValueError):

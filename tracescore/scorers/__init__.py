@@ -1,7 +1,10 @@
 """Scorers: pure functions of (input, output, ground truth, context) to a ``ScoreResult``.
 
 Prebuilt scorers follow the semantics of the Mastra evals (docs/scorers.md); ``create_scorer``
-builds custom ones from the same four steps. Importing this package does not import litellm.
+builds custom ones from the same four steps. ``registry()``, ``ids()`` and ``get(id)`` find the
+prebuilt scorers by id (the id each scorer module declares, e.g. ``answer-relevancy``); the
+command line, ``tracescore serve``, calibration and feedback read them. Importing this package
+does not import litellm.
 
 Examples:
     >>> from tracescore.scorers import create_content_similarity_scorer
@@ -21,6 +24,7 @@ from tracescore.scorers._base import (
     create_scorer,
 )
 from tracescore.scorers._prompt import data_block, data_blocks
+from tracescore.scorers._registry import get, ids, registry
 from tracescore.scorers.answer_relevancy import create_answer_relevancy_scorer
 from tracescore.scorers.answer_similarity import create_answer_similarity_scorer
 from tracescore.scorers.bias import create_bias_scorer
@@ -74,4 +78,7 @@ __all__ = [
     "create_toxicity_scorer",
     "data_block",
     "data_blocks",
+    "get",
+    "ids",
+    "registry",
 ]

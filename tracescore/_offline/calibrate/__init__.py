@@ -669,12 +669,9 @@ def _problems(result: CalibrationResult, min_accuracy: float | None,
 
 def _scorer(scorer: Any, judge: Any) -> Any:
     if isinstance(scorer, str):
-        from tracescore._cli.scorers import UsageError, build_scorer
+        from tracescore.scorers._registry import build
 
-        try:
-            return build_scorer(scorer, judge)
-        except UsageError as exc:
-            raise ConfigurationError(str(exc)) from None
+        return build(scorer, judge)
     if judge is not None:
         raise ConfigurationError(
             "calibrate(judge=...) applies to a scorer given by id; a scorer object uses its own "
