@@ -9,6 +9,8 @@
   caught, and the probe's shared third-party imports would hide;
 - the modules import each other without cycles, counting imports inside functions too (a
   function-level import is how a cycle hides; it still ties the two modules together);
+- no import runs against the data flow between rooms (``ARROWS``): the offline library does not
+  import the command line, the scorers import no front, ``_core`` imports nothing above it;
 - ``import tracescore`` stays light: no litellm, no pydantic, no scorer module.
 """
 
@@ -414,6 +416,89 @@ def test_cycle_finder_names_a_cycle() -> None:
 def test_no_import_cycles_between_package_modules() -> None:
     cycles = find_cycles(import_graph())
     assert not cycles, f"{len(cycles)} import cycle(s) in {PACKAGE}:\n\n" + "\n\n".join(cycles)
+
+
+# --- arrows between rooms: what may not import what ----------------------------------------
+
+
+@dataclass(frozen=True)
+class Forbidden:
+    """No module under ``importer`` imports a module under ``imported`` (package prefixes;
+    a module is under itself), at module level, in a function or for types only."""
+
+    importer: str
+    imported: str
+    why: str
+
+
+def _under(module: str, prefix: str) -> bool:
+    return module == prefix or module.startswith(prefix + ".")
+
+
+ARROWS = [
+    Forbidden("tracescore._offline", "tracescore._cli",
+              "the offline library (evals, calibrate, feedback) is what the command line runs; "
+              "it reads the scorer registry in tracescore.scorers, not the command line's"),
+    *(Forbidden("tracescore.scorers", front,
+                "scorers are pure; the fronts read them through tracescore.scorers.registry()")
+      for front in ("tracescore._cli", "tracescore.cli", "tracescore._serve", "tracescore.serve",
+                    "tracescore._offline")),
+]
+# The bottom room: it imports only itself and leaves (modules that import nothing of
+# tracescore, such as _setup.env), so that every room may use it.
+CORE = "tracescore._core"
+
+
+def arrows_against(sites: dict[str, list[ImportSite]], arrows: list[Forbidden],
+                   bottom: str | None = None) -> list[str]:
+    """Every import site that runs against ``arrows``, or out of ``bottom`` to a module that is
+    neither under it nor a leaf; one line each, with the reason."""
+    found = []
+    for name in sorted(sites):
+        for site in sites[name]:
+            for arrow in arrows:
+                if _under(site.source, arrow.importer) and _under(site.target, arrow.imported):
+                    found.append(f"{site}: {arrow.why}")
+            if (bottom is not None and _under(site.source, bottom)
+                    and not _under(site.target, bottom) and sites.get(site.target)):
+                found.append(f"{site}: {bottom} imports only itself and modules that import "
+                             "nothing of the package")
+    return found
+
+
+def test_the_arrow_check_names_each_import_against_the_flow() -> None:
+    here = PACKAGE_DIR / "x.py"
+    sites = {
+        "p._offline.calibrate": [ImportSite("p._offline.calibrate", "p._cli.scorers", here, 7,
+                                            IN_FUNCTION),
+                                 ImportSite("p._offline.calibrate", "p.scorers", here, 8,
+                                            MODULE_LEVEL)],
+        "p._cli.main": [ImportSite("p._cli.main", "p._offline", here, 9, MODULE_LEVEL)],
+        "p._core.redact": [ImportSite("p._core.redact", "p._setup.env", here, 10, MODULE_LEVEL),
+                           ImportSite("p._core.redact", "p._setup.config", here, 11,
+                                      TYPE_ONLY)],
+        "p._setup.env": [],
+        "p._setup.config": [ImportSite("p._setup.config", "p._core.redact", here, 12,
+                                       MODULE_LEVEL)],
+        "p.scorers": [],
+    }
+    found = arrows_against(sites, [Forbidden("p._offline", "p._cli", "offline below cli")],
+                           bottom="p._core")
+    assert found == [
+        "p._core.redact -> p._setup.config  (tracescore/x.py:11, type-only, under if "
+        "TYPE_CHECKING): p._core imports only itself and modules that import nothing of the "
+        "package",
+        "p._offline.calibrate -> p._cli.scorers  (tracescore/x.py:7, inside a function): "
+        "offline below cli",
+    ]
+
+
+def test_no_import_runs_against_the_data_flow() -> None:
+    graph = import_graph()
+    assert any(_under(m, CORE) for m in graph) and any(_under(m, "tracescore._offline")
+                                                       for m in graph)
+    against = arrows_against(graph, ARROWS, bottom=CORE)
+    assert not against, "imports against the data flow:\n  " + "\n  ".join(against)
 
 
 # --- what the probe loads once, and what a module may reach by attribute ---------------------
