@@ -26,7 +26,9 @@ _FACTORY = re.compile(r"create_[a-z0-9_]+_scorer(_[a-z0-9]+)?")
 
 @functools.cache
 def _built() -> Mapping[str, Callable[..., Any]]:
-    package = sys.modules["tracescore.scorers"]
+    # The package that imports this module (loaded by then), read without importing it: an
+    # import back up would tie the two into a cycle.
+    package = sys.modules[__name__.rpartition(".")[0]]
     found: dict[str, Callable[..., Any]] = {}
     for name in package.__all__:
         factory = getattr(package, name)
