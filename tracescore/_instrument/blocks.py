@@ -23,7 +23,8 @@ from tracescore._core.serialize import to_json
 from tracescore._instrument import decorators as deco
 from tracescore._instrument.calls import CallRecord
 from tracescore._instrument.conversation import with_conversation
-from tracescore._pipeline.runtime import RUNTIME as _rt
+from tracescore._pipeline.runtime import RUNTIME, Runtime
+from tracescore._pipeline.runtime import current as _current
 
 _KINDS = ("agent", "retrieval", "tool", "llm")
 
@@ -66,6 +67,7 @@ class SpanBlock:
         self._output: Any = None
         self._has_output = False
         self._active = False
+        self._rt: Runtime = RUNTIME  # the runtime current when the block starts
 
     # -- what the block reports ------------------------------------------------------------------
     def set_input(self, value: Any) -> None:
@@ -79,7 +81,7 @@ class SpanBlock:
                 self._payload.arguments = arguments
                 self._payload.input = value
             if self._capturing():
-                limit = _rt.max_length
+                limit = self._rt.max_length
                 text = to_json(value, limit)
                 self.span.set_attribute(sc.INPUT_VALUE, text)
                 self.span.set_attribute(sc.INPUT_MIME_TYPE, sc.MIME_JSON)
@@ -108,7 +110,8 @@ class SpanBlock:
 
     # -- the context manager ---------------------------------------------------------------------
     def __enter__(self) -> SpanBlock:
-        if deco._bypass():
+        self._rt = _current()
+        if deco._bypass(self._rt):
             return self
         try:
             self._start()
@@ -122,10 +125,10 @@ class SpanBlock:
             return
         self._active = False
         if exc is not None:
-            deco._fail(self.span, self._payload, exc)
+            deco._fail(self._rt, self.span, self._payload, exc)
         elif self._has_output:
             self._finish()
-        deco._end(self.span, self._payload, self._token)
+        deco._end(self._rt, self.span, self._payload, self._token)
 
     async def __aenter__(self) -> SpanBlock:
         return self.__enter__()
@@ -136,10 +139,11 @@ class SpanBlock:
 
     # -- internals -------------------------------------------------------------------------------
     def _capturing(self) -> bool:
-        return self._capture if self._capture is not None else bool(_rt.capture)
+        return self._capture if self._capture is not None else bool(self._rt.capture)
 
     def _start(self) -> None:
-        tracer = _rt.tracer or trace.get_tracer(sc.INSTRUMENTATION_SCOPE)
+        rt = self._rt
+        tracer = rt.tracer or trace.get_tracer(sc.INSTRUMENTATION_SCOPE)
         spec = self._spec
         if spec is not None:
             name, kind, attributes = spec.span_name, spec.span_kind, spec.attributes
@@ -148,8 +152,8 @@ class SpanBlock:
         span = tracer.start_span(name, kind=kind, attributes=with_conversation(attributes))
         self.span = span
         self._active = True
-        if spec is not None and _rt.scoring and span.is_recording():
-            picks = _rt.picks
+        if spec is not None and rt.scoring and span.is_recording():
+            picks = rt.picks
             if picks is None or picks(span.get_span_context().trace_id):
                 self._payload = CallRecord(spec.kind, {})
         self._token = otel_context.attach(deco.span_context(spec, span) if spec is not None
@@ -157,11 +161,12 @@ class SpanBlock:
 
     def _finish(self) -> None:
         if self._spec is not None:
-            deco._finish(self._spec, self.span, self._payload, self._output)
+            deco._finish(self._rt, self._spec, self.span, self._payload, self._output)
             return
         try:
             if self._capturing():
-                self.span.set_attribute(sc.OUTPUT_VALUE, to_json(self._output, _rt.max_length))
+                self.span.set_attribute(sc.OUTPUT_VALUE,
+                                        to_json(self._output, self._rt.max_length))
                 self.span.set_attribute(sc.OUTPUT_MIME_TYPE, sc.MIME_JSON)
         except Exception:
             deco._internal_error("recording a block's output")

@@ -6,9 +6,9 @@ exceptions, and hand the call's full, untruncated input and output to scoring (w
 rule is configured) through their ``CallRecord`` (``tracescore._instrument.calls``), which the
 runtime's
 table of ending calls shows the span processors while ``span.end()`` runs. They read the
-configuration from one object, the runtime (``tracescore._pipeline.runtime.RUNTIME``), and never
-import
-scoring or the judge, so the hot path stays small.
+configuration from one object, the runtime current when the call starts
+(``tracescore._pipeline.runtime.current()``: the process's ``RUNTIME``, or one a block made
+current), once per call, and never import scoring or the judge, so the hot path stays small.
 """
 
 from __future__ import annotations
@@ -36,6 +36,8 @@ from tracescore._instrument import usage as _usage
 from tracescore._instrument.calls import CallRecord
 from tracescore._instrument.conversation import with_conversation
 from tracescore._pipeline.runtime import RUNTIME as _rt
+from tracescore._pipeline.runtime import Runtime
+from tracescore._pipeline.runtime import current as _current
 from tracescore._setup import env as _env
 
 logger = logging.getLogger("tracescore")
@@ -210,16 +212,14 @@ def _check(predicate: Callable[[Any], bool], func: Any) -> bool:
         return False
 
 
-def _capture_enabled(spec: _Spec) -> bool:
+def _capture_enabled(rt: Runtime, spec: _Spec) -> bool:
     if spec.capture is not None:
         return spec.capture
-    return _rt.capture
+    return rt.capture
 
 
-def _start(spec: _Spec, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[
-    Span, CallRecord | None, Any
-]:
-    rt = _rt
+def _start(rt: Runtime, spec: _Spec, instance: Any, args: tuple[Any, ...],
+           kwargs: dict[str, Any]) -> tuple[Span, CallRecord | None, Any]:
     tracer = rt.tracer or trace.get_tracer(sc.INSTRUMENTATION_SCOPE)
     # The conversation around the call (tracescore.conversation): one context variable read.
     span = tracer.start_span(spec.span_name, kind=spec.span_kind,
@@ -262,14 +262,14 @@ def span_context(spec: _Spec, span: Span,
     return ctx
 
 
-def _finish(spec: _Spec, span: Span, payload: CallRecord | None, output: Any,
+def _finish(rt: Runtime, spec: _Spec, span: Span, payload: CallRecord | None, output: Any,
             streamed: _usage.StreamUsage | None = None,
             context: otel_context.Context | None = None) -> None:
     if spec.kind == "llm":
-        _record_usage(spec, span, output, streamed, context)
+        _record_usage(rt, spec, span, output, streamed, context)
     try:
-        capture = spec.capture if spec.capture is not None else _rt.capture
-        limit = _rt.max_length
+        capture = spec.capture if spec.capture is not None else rt.capture
+        limit = rt.max_length
         if payload is not None:
             payload.output = output
         if spec.kind == "retrieval":
@@ -295,7 +295,8 @@ def _finish(spec: _Spec, span: Span, payload: CallRecord | None, output: Any,
         _internal_error("recording the output")
 
 
-def _record_usage(spec: _Spec, span: Span, output: Any, streamed: _usage.StreamUsage | None,
+def _record_usage(rt: Runtime, spec: _Spec, span: Span, output: Any,
+                  streamed: _usage.StreamUsage | None,
                   context: otel_context.Context | None) -> None:
     """A model call's usage, response model, id, finish reasons and cost on its span, and its
     token and cost metrics under the agent it ran in (``streamed``: what a stream's chunks
@@ -304,7 +305,6 @@ def _record_usage(spec: _Spec, span: Span, output: Any, streamed: _usage.StreamU
         found = streamed.result() if streamed is not None else _usage.from_response(output)
         if found is None:
             return
-        rt = _rt
         spent = _usage.cost(found, _usage.lookup(_usage.prices_or_shipped(rt.price_file),
                                                  found.model or spec.model))
         parent = getattr(span, "parent", None)
@@ -372,7 +372,7 @@ def _record_messages(span: Span, messages: list[dict[str, Any]] | None, genai_ke
         span.set_attribute(prefix + sc.MESSAGE_CONTENT, truncate(redact_text(content), limit))
 
 
-def _fail(span: Span, payload: CallRecord | None, exc: BaseException) -> None:
+def _fail(rt: Runtime, span: Span, payload: CallRecord | None, exc: BaseException) -> None:
     try:
         if payload is not None:
             payload.error = exc
@@ -385,7 +385,7 @@ def _fail(span: Span, payload: CallRecord | None, exc: BaseException) -> None:
         # unguarded; the same event, bounded.
         module = type(exc).__module__
         qualname = type(exc).__qualname__
-        limit = _rt.max_length
+        limit = rt.max_length
         span.add_event(sc.EXCEPTION_EVENT, {
             sc.EXCEPTION_TYPE: f"{module}.{qualname}" if module and module != "builtins"
             else qualname,
@@ -449,7 +449,7 @@ def _format_one(exc: BaseException) -> str:
     return "".join(lines)
 
 
-def _end(span: Span, payload: CallRecord | None, token: Any) -> None:
+def _end(rt: Runtime, span: Span, payload: CallRecord | None, token: Any) -> None:
     if token is not None:
         # Not contextlib.suppress: that is an object made on every decorated call.
         try:  # noqa: SIM105
@@ -457,13 +457,13 @@ def _end(span: Span, payload: CallRecord | None, token: Any) -> None:
         except Exception:
             pass
     try:
-        if payload is None or not _rt.scoring:
+        if payload is None or not rt.scoring:
             span.end()
             return
         # The record is in the runtime's table while end() runs the processors' on_end.
         ctx = span.get_span_context()
         key = (ctx.trace_id, ctx.span_id)
-        ending = _rt.ending
+        ending = rt.ending
         ending[key] = payload
         try:
             span.end()
@@ -480,8 +480,8 @@ def _internal_error(what: str) -> None:
         raise
 
 
-def _bypass() -> bool:
-    return _rt.disabled or is_suppressed()
+def _bypass(rt: Runtime) -> bool:
+    return rt.disabled or is_suppressed()
 
 
 def _join(items: list[Any]) -> Any:
@@ -520,9 +520,10 @@ def _wrap(kind: str, func: Any, options: dict[str, Any]) -> Any:
 
         @wrapt.decorator
         def asyncgen_wrapper(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
-            if _bypass():
+            rt = _current()
+            if _bypass(rt):
                 return wrapped(*args, **kwargs)
-            return _trace_asyncgen(spec, wrapped, instance, args, kwargs,
+            return _trace_asyncgen(rt, spec, wrapped, instance, args, kwargs,
                                    otel_context.get_current())
 
         return asyncgen_wrapper(func)
@@ -531,21 +532,22 @@ def _wrap(kind: str, func: Any, options: dict[str, Any]) -> Any:
 
         @wrapt.decorator
         async def async_wrapper(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
-            if _bypass():
+            rt = _current()
+            if _bypass(rt):
                 return await wrapped(*args, **kwargs)
             try:
-                span, payload, token = _start(spec, instance, args, kwargs)
+                span, payload, token = _start(rt, spec, instance, args, kwargs)
             except Exception:
                 _internal_error("starting the span")
                 return await wrapped(*args, **kwargs)
             try:
                 result = await wrapped(*args, **kwargs)
             except BaseException as exc:
-                _fail(span, payload, exc)
-                _end(span, payload, token)
+                _fail(rt, span, payload, exc)
+                _end(rt, span, payload, token)
                 raise
-            _finish(spec, span, payload, result)
-            _end(span, payload, token)
+            _finish(rt, spec, span, payload, result)
+            _end(rt, span, payload, token)
             return result
 
         return async_wrapper(func)
@@ -554,60 +556,66 @@ def _wrap(kind: str, func: Any, options: dict[str, Any]) -> Any:
 
         @wrapt.decorator
         def gen_wrapper(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
-            if _bypass():
+            rt = _current()
+            if _bypass(rt):
                 return wrapped(*args, **kwargs)
-            return _trace_gen(spec, wrapped, instance, args, kwargs, otel_context.get_current())
+            return _trace_gen(rt, spec, wrapped, instance, args, kwargs,
+                              otel_context.get_current())
 
         return gen_wrapper(func)
 
     @wrapt.decorator
     def sync_wrapper(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
-        if _bypass():
+        rt = _current()
+        if _bypass(rt):
             return wrapped(*args, **kwargs)
         try:
-            span, payload, token = _start(spec, instance, args, kwargs)
+            span, payload, token = _start(rt, spec, instance, args, kwargs)
         except Exception:
             _internal_error("starting the span")
             return wrapped(*args, **kwargs)
         try:
             result = wrapped(*args, **kwargs)
         except BaseException as exc:
-            _fail(span, payload, exc)
-            _end(span, payload, token)
+            _fail(rt, span, payload, exc)
+            _end(rt, span, payload, token)
             raise
-        _finish(spec, span, payload, result)
-        _end(span, payload, token)
+        _finish(rt, spec, span, payload, result)
+        _end(rt, span, payload, token)
         return result
 
     return sync_wrapper(func)
 
 
-def _item_cap(spec: _Spec) -> int | None:
+def _item_cap(rt: Runtime, spec: _Spec) -> int | None:
     """How many yielded items a generator span keeps: all of them when a scoring processor may
     judge the output (it sees full values), else only as many as the captured output can show
     (each item renders as at least one character), so an endless stream stays bounded."""
-    if _rt.scoring:
+    if rt.scoring:
         return None
-    if not _capture_enabled(spec):
+    if not _capture_enabled(rt, spec):
         return 0
-    limit = _rt.max_length
+    limit = rt.max_length
     return limit + 1 if limit > 0 else None
 
 
 class _Stream:
     """A traced stream's span and what its items leave for the span."""
 
-    __slots__ = ("spec", "span", "payload", "context", "items", "cap", "failed", "closing",
+    __slots__ = ("rt", "spec", "span", "payload", "context", "items", "cap", "failed", "closing",
                  "usage")
 
-    def __init__(self, spec: _Spec, span: Span, payload: CallRecord | None,
+    def __init__(self, rt: Runtime, spec: _Spec, span: Span, payload: CallRecord | None,
                  parent: otel_context.Context) -> None:
+        # The runtime current where the generator function was called: the stream's whole
+        # span lives there, wherever its items are consumed.
+        self.rt = rt
         self.spec = spec
         self.span = span
         self.payload = payload
         self.context = span_context(spec, span, parent)  # attached while its code runs
         self.items: list[Any] = []
-        self.cap = _item_cap(spec)
+        self.cap = _item_cap(rt, spec)
         self.failed = False
         self.closing = False  # the consumer closed the stream (GeneratorExit is then no error)
         # A model call's stream: every chunk is read for usage (the last one carries it).
@@ -623,16 +631,16 @@ class _Stream:
         # Being closed is no error; a GeneratorExit the generator's own code raises is.
         if not (self.closing and isinstance(exc, GeneratorExit)):
             self.failed = True
-            _fail(self.span, self.payload, exc)
+            _fail(self.rt, self.span, self.payload, exc)
 
     def end(self) -> None:
         if not self.failed:
-            _finish(self.spec, self.span, self.payload, _join(self.items), self.usage,
+            _finish(self.rt, self.spec, self.span, self.payload, _join(self.items), self.usage,
                     self.context)
-        _end(self.span, self.payload, None)
+        _end(self.rt, self.span, self.payload, None)
 
 
-def _open_stream(spec: _Spec, wrapped: Any, instance: Any, args: Any, kwargs: Any,
+def _open_stream(rt: Runtime, spec: _Spec, wrapped: Any, instance: Any, args: Any, kwargs: Any,
                  parent: otel_context.Context) -> tuple[_Stream, Any] | None:
     """Start a stream's span in ``parent`` and call the generator function in its context.
 
@@ -641,17 +649,17 @@ def _open_stream(spec: _Spec, wrapped: Any, instance: Any, args: Any, kwargs: An
     recorded on the ended span."""
     outer = otel_context.attach(parent)
     try:
-        span, payload, token = _start(spec, instance, args, kwargs)
+        span, payload, token = _start(rt, spec, instance, args, kwargs)
     except Exception:
         otel_context.detach(outer)
         _internal_error("starting the span")
         return None
-    stream = _Stream(spec, span, payload, parent)
+    stream = _Stream(rt, spec, span, payload, parent)
     try:
         gen = wrapped(*args, **kwargs)
     except BaseException as exc:
-        _fail(span, payload, exc)
-        _end(span, payload, token)
+        _fail(rt, span, payload, exc)
+        _end(rt, span, payload, token)
         otel_context.detach(outer)
         raise
     otel_context.detach(token)
@@ -659,7 +667,7 @@ def _open_stream(spec: _Spec, wrapped: Any, instance: Any, args: Any, kwargs: An
     return stream, gen
 
 
-def _trace_gen(spec: _Spec, wrapped: Any, instance: Any, args: Any, kwargs: Any,
+def _trace_gen(rt: Runtime, spec: _Spec, wrapped: Any, instance: Any, args: Any, kwargs: Any,
                parent: otel_context.Context) -> Any:
     """The traced generator. ``parent`` is the context current when the generator function was
     called: the span starts in it when iteration starts, so a stream returned by an agent and
@@ -669,7 +677,7 @@ def _trace_gen(spec: _Spec, wrapped: Any, instance: Any, args: Any, kwargs: Any,
     The span starts at the first ``next()``, not at the call: a generator that is never
     iterated never runs its ``finally``, so a span started at the call would never end. Its
     duration is the stream's, from first item to exhaustion or close (docs/decorators.md)."""
-    opened = _open_stream(spec, wrapped, instance, args, kwargs, parent)
+    opened = _open_stream(rt, spec, wrapped, instance, args, kwargs, parent)
     if opened is None:
         return (yield from wrapped(*args, **kwargs))
     stream, gen = opened
@@ -707,10 +715,10 @@ def _trace_gen(spec: _Spec, wrapped: Any, instance: Any, args: Any, kwargs: Any,
     return result
 
 
-async def _trace_asyncgen(spec: _Spec, wrapped: Any, instance: Any, args: Any, kwargs: Any,
-                          parent: otel_context.Context) -> Any:
+async def _trace_asyncgen(rt: Runtime, spec: _Spec, wrapped: Any, instance: Any, args: Any,
+                          kwargs: Any, parent: otel_context.Context) -> Any:
     """The traced async generator; ``parent`` and the span's start as in ``_trace_gen``."""
-    opened = _open_stream(spec, wrapped, instance, args, kwargs, parent)
+    opened = _open_stream(rt, spec, wrapped, instance, args, kwargs, parent)
     if opened is None:
         async for item in wrapped(*args, **kwargs):
             yield item

@@ -3,8 +3,10 @@
 ``configure()`` resolves its options and builds the parts (tracer, scoring processor, writers,
 destinations, telemetry), then installs them in the process's ``RUNTIME`` with one call
 (``Runtime.install``); ``tracescore serve`` builds a ``Runtime`` of its own for its pipeline.
-The decorators hold one reference, to ``RUNTIME``, and read it on every call; the judge reads its
-default judge and telemetry there, the scorers' call site its input caps. No module writes
+The decorators read the runtime current in the calling context on every call (``current()``):
+``RUNTIME``, unless a block made another one current with ``Runtime.activate()`` (a runtime
+configured but not installed, ``tracescore.testing.local_runtime``); the judge reads its default
+judge and telemetry in ``RUNTIME``, the scorers' call site its input caps. No module writes
 another module's globals.
 
 Only the standard library, ``_env``, ``_input_caps``, ``_options`` and ``_readers`` are imported,
@@ -13,6 +15,9 @@ so every module may read the runtime.
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
+from contextvars import ContextVar
 from typing import Any
 
 from tracescore._pipeline.input_caps import InputCaps
@@ -117,6 +122,27 @@ class Runtime:
         self.scoring = False
         self.telemetry = None
 
+    @contextlib.contextmanager
+    def activate(self) -> Iterator[Runtime]:
+        """Make this runtime the current one for a ``with`` block: decorated calls and
+        ``tracescore.span`` blocks that start inside it (on this thread or task, and in the tasks
+        and context copies it starts) use its tracer and settings instead of ``RUNTIME``'s.
+        Blocks nest; leaving one restores what was current before."""
+        token = _active.set(self)
+        try:
+            yield self
+        finally:
+            _active.reset(token)
+
 
 #: The process's runtime: what ``configure()`` sets up and the decorators read.
 RUNTIME = Runtime()
+
+# The runtime a ``Runtime.activate()`` block made current in this context, if any.
+_active: ContextVar[Runtime | None] = ContextVar("tracescore_runtime", default=None)
+
+
+def current() -> Runtime:
+    """The runtime of the calling context: the one ``Runtime.activate()`` made current here,
+    else ``RUNTIME`` (one context-variable read: the decorators call it once per call)."""
+    return _active.get() or RUNTIME

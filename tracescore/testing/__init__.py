@@ -11,6 +11,10 @@
   ``pytest11``): ``capscore`` (a ``CaptureScores``), ``scripted_judge`` and
   ``tracescore_evals`` (an ``EvalRunner``).
 * ``assert_passed``: an evaluation passed, or an assertion message with the per-scorer table.
+* ``local_runtime()``: tracescore configured but not installed (as logfire's
+  ``configure(local=True)``): a ``LocalRuntime`` with its own provider, rules and exporter, used
+  by decorated code inside ``with runtime.activate():`` only; ``configure()``'s configuration
+  and the global providers are untouched, so tests in one process cannot see each other's spans.
 * ``runtime()``: the one test hook into tracescore's internals: the process's runtime, the
   object ``configure()`` fills (``processor``, ``readers`` with ``add_reader``/``remove_reader``,
   ``telemetry``, ``judge``, ``caps``). For tests of tracescore itself and of new readers; not a
@@ -45,6 +49,7 @@ from ._judge_server import (
     prompt_of,
     schema_name_of,
 )
+from ._local import LocalRuntime, local_runtime
 
 
 def runtime() -> Any:
@@ -73,6 +78,7 @@ __all__ = [
     "CaptureScores",
     "EvalRunner",
     "InMemoryScoreExporter",
+    "LocalRuntime",
     "Reply",
     "ScriptedJudge",
     "SequentialIdGenerator",
@@ -80,6 +86,7 @@ __all__ = [
     "capscore",
     "evaluation_events",
     "failure_message",
+    "local_runtime",
     "make_judge",
     "prompt_of",
     "runtime",

@@ -1,0 +1,211 @@
+"""``local_runtime()``: tracescore configured but not installed, as logfire's
+``configure(local=True)``.
+
+A ``LocalRuntime`` has its own tracer provider, scoring processor and exporter, built as
+``configure()`` builds the process's, and touches nothing process-wide: not the global tracer
+provider, not the runtime ``configure()`` fills, not the global meter or logger provider.
+Decorated calls and ``tracescore.span`` blocks use it inside ``with runtime.activate():`` (or
+``with runtime:``); everywhere else they use the process's configuration as before.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+from opentelemetry.sdk.resources import SERVICE_NAME, Resource
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import SpanExporter
+from opentelemetry.sdk.trace.id_generator import IdGenerator
+
+from tracescore._core import semconv as sc
+from tracescore._core.errors import ConfigurationError
+from tracescore._core.stats import Stats
+from tracescore._judge import Judge
+from tracescore._pipeline.rules import ScoringRule
+from tracescore._pipeline.runtime import Runtime
+from tracescore._setup import env as _env
+from tracescore._setup.options import ContentOptions, ExportOptions, LimitsOptions, RedactionOptions
+from tracescore._version import __version__
+
+from ._exporter import InMemoryScoreExporter
+
+__all__ = ["LocalRuntime", "local_runtime"]
+
+
+class LocalRuntime:
+    """A tracescore configuration that is not installed: what ``local_runtime()`` returns.
+
+    Attributes:
+        exporter: where its spans go, with their scores (an ``InMemoryScoreExporter`` unless
+            another exporter was given).
+        tracer_provider: its own SDK ``TracerProvider``; never set as the global provider.
+        rules: its scoring rules.
+    """
+
+    def __init__(self, *, scoring: Sequence[ScoringRule] = (), judge: str | Judge | None = None,
+                 exporter: SpanExporter | None = None, id_generator: IdGenerator | None = None,
+                 service_name: str = "tracescore-local", content: ContentOptions | None = None,
+                 limits: LimitsOptions | None = None, flush_timeout: float = 10.0,
+                 on_score: Callable[[Any], Any] | None = None, meter_provider: Any = None,
+                 logger_provider: Any = None) -> None:
+        # Here, not at module level: the builders import the pipeline (and OTel's SDK parts).
+        from opentelemetry._logs import NoOpLoggerProvider
+        from opentelemetry.metrics import NoOpMeterProvider
+
+        from tracescore._setup.config import build_scoring, export_processor
+
+        rules = tuple(scoring)
+        for rule in rules:
+            if not isinstance(rule, ScoringRule):
+                raise ConfigurationError(
+                    f"local_runtime(scoring=[...]) takes ScoringRule objects, got "
+                    f"{type(rule).__name__}")
+        if judge is not None and not isinstance(judge, (str, Judge)):
+            raise ConfigurationError("local_runtime(judge=...) takes a litellm model string or "
+                                     "a tracescore.Judge")
+        if exporter is not None and not isinstance(exporter, SpanExporter):
+            raise ConfigurationError("local_runtime(exporter=...) takes an OTel SpanExporter")
+        self.rules = rules
+        self.exporter: Any = (InMemoryScoreExporter(deterministic_times=True)
+                              if exporter is None else exporter)
+        self.tracer_provider = TracerProvider(
+            resource=Resource.create({SERVICE_NAME: service_name}), id_generator=id_generator,
+            shutdown_on_exit=False)
+        self._flush_ms = int(flush_timeout * 1000)
+        self._closed = False
+        self._runtime = Runtime()
+        resolved_limits = (limits or LimitsOptions()).resolve()
+        # No retry spool: a test's exporter either takes a batch or the test fails.
+        downstream = export_processor(self.exporter, ExportOptions(retry=False).resolve(),
+                                      RedactionOptions().resolve())
+        self._processor, telemetry = build_scoring(
+            self._runtime, [rule.compile() for rule in rules], resolved_limits,
+            downstream=downstream, flush_timeout=flush_timeout,
+            meter_provider=meter_provider or NoOpMeterProvider(),
+            logger_provider=logger_provider or NoOpLoggerProvider(), on_score=on_score)
+        self.tracer_provider.add_span_processor(self._processor)
+        self._runtime.install(
+            tracer=self.tracer_provider.get_tracer(sc.INSTRUMENTATION_SCOPE, __version__),
+            content=(content or ContentOptions()).resolve(), limits=resolved_limits,
+            judge=Judge(judge) if isinstance(judge, str) else judge,
+            processor=self._processor, telemetry=telemetry, disabled=_env.disabled())
+
+    @contextmanager
+    def activate(self) -> Iterator[LocalRuntime]:
+        """Make this runtime current for a ``with`` block: decorated calls and
+        ``tracescore.span`` blocks started inside it (in this thread or task, and in the tasks
+        it starts) go to this runtime's provider, rules and exporter. Blocks nest; the process's
+        configuration is untouched and applies again after the block.
+
+        Examples:
+            >>> with local.activate():
+            ...     answer("What is the capital of France?")
+        """
+        with self._runtime.activate():
+            yield self
+
+    def force_flush(self, timeout_millis: int | None = None) -> bool:
+        """Wait for pending scores, then export; True when everything got out in time.
+
+        Args:
+            timeout_millis: the deadline; default ``flush_timeout`` (10 s) of
+                ``local_runtime()``.
+        """
+        if self._closed:
+            return True
+        ms = self._flush_ms if timeout_millis is None else timeout_millis
+        return bool(self._processor.force_flush(ms))
+
+    def shutdown(self, timeout_millis: int | None = None) -> None:
+        """Flush as ``force_flush`` does, then stop this runtime's scoring and export. Spans
+        already exported stay readable in ``exporter``. Calling it again does nothing."""
+        if self._closed:
+            return
+        self._closed = True
+        self._processor.shutdown(self._flush_ms if timeout_millis is None else timeout_millis)
+        self._runtime.stop_scoring()
+
+    def spans(self) -> list[ReadableSpan]:
+        """The finished spans, in export order (flushes first)."""
+        self.force_flush()
+        return list(self.exporter.get_finished_spans())
+
+    def scores(self, span: ReadableSpan | None = None) -> dict[str, list[float | None]]:
+        """Score values by scorer id, of ``span`` or of every span (flushes first; needs the
+        default ``InMemoryScoreExporter``)."""
+        self.force_flush()
+        return self.exporter.scores(span)  # type: ignore[no-any-return]
+
+    def stats(self) -> Stats:
+        """A snapshot of this runtime's counters (spans exported, scores attached, ...)."""
+        return Stats(**vars(self._processor.stats))
+
+    def __enter__(self) -> LocalRuntime:
+        self._block = self.activate()
+        return self._block.__enter__()
+
+    def __exit__(self, *exc: object) -> None:
+        """Leave the block and shut down (the spans stay readable)."""
+        try:
+            self._block.__exit__(None, None, None)
+        finally:
+            self.shutdown()
+
+
+def local_runtime(*, scoring: Sequence[ScoringRule] = (), judge: str | Judge | None = None,
+                  exporter: SpanExporter | None = None, id_generator: IdGenerator | None = None,
+                  service_name: str = "tracescore-local", content: ContentOptions | None = None,
+                  limits: LimitsOptions | None = None, flush_timeout: float = 10.0,
+                  on_score: Callable[[Any], Any] | None = None, meter_provider: Any = None,
+                  logger_provider: Any = None) -> LocalRuntime:
+    """tracescore configured but not installed (as logfire's ``configure(local=True)``): a
+    ``LocalRuntime`` with its own tracer provider, scoring processor and exporter.
+
+    ``configure()`` sets up the process; this sets up a runtime beside it that decorated code
+    uses only inside ``with runtime.activate():`` (or ``with runtime:``, which also shuts it
+    down at the end). Nothing process-wide changes: not the global tracer, meter or logger
+    provider, not ``configure()``'s configuration, which keeps getting every span outside such
+    blocks. Several local runtimes may live in one process (and be active at once in different
+    threads or tasks); each sees only its own spans and scores. For tests that must not share
+    state, and for scoring one part of a program by other rules.
+
+    Args:
+        scoring: its ``ScoringRule``s, as ``configure(scoring=...)`` takes them.
+        judge: the default judge of its LLM scorers: a litellm model string or a
+            ``tracescore.Judge`` (e.g. ``ScriptedJudge.as_judge()``). Default: none of its own
+            (scorers without ``model=`` use ``configure()``'s judge, else
+            ``TRACESCORE_JUDGE_MODEL``).
+        exporter: where its spans go; default a new ``InMemoryScoreExporter`` (with
+            ``deterministic_times``), read with ``scores()``/``spans()``.
+        id_generator: its provider's id generator (``SequentialIdGenerator()`` for
+            comparable ids); default random ids.
+        service_name: its resource's ``service.name``; default ``"tracescore-local"``.
+        content: ``ContentOptions`` as ``configure(content=...)``; default the environment's.
+        limits: ``LimitsOptions`` as ``configure(limits=...)``; default the environment's.
+        flush_timeout: seconds ``force_flush()``/``shutdown()`` wait by default; 10.
+        on_score: called with each ``ScoreEvent``, as ``configure(on_score=...)``.
+        meter_provider: where its score metrics go; default none (a no-op provider, not the
+            global one).
+        logger_provider: where its score log records go; default none (a no-op provider).
+
+    Returns:
+        A ``LocalRuntime``.
+
+    Raises:
+        ConfigurationError: a rule is not a ``ScoringRule``, ``judge`` or ``exporter`` has the
+            wrong type.
+
+    Examples:
+        >>> with tracescore.testing.local_runtime(scoring=[tracescore.ScoringRule(
+        ...         scorer=create_content_similarity_scorer(), on="agent",
+        ...         ground_truth="app.expected")]) as local:
+        ...     answer("What is the capital of France?")
+        >>> local.scores()
+        {'content-similarity': [1.0]}
+    """
+    return LocalRuntime(scoring=scoring, judge=judge, exporter=exporter,
+                        id_generator=id_generator, service_name=service_name, content=content,
+                        limits=limits, flush_timeout=flush_timeout, on_score=on_score,
+                        meter_provider=meter_provider, logger_provider=logger_provider)
