@@ -22,7 +22,6 @@ from opentelemetry.sdk.trace.id_generator import IdGenerator
 from tracescore._core import semconv as sc
 from tracescore._core.errors import ConfigurationError
 from tracescore._core.stats import Stats
-from tracescore._judge import Judge
 from tracescore._pipeline.rules import ScoringRule
 from tracescore._pipeline.runtime import Runtime
 from tracescore._setup import env as _env
@@ -44,7 +43,7 @@ class LocalRuntime:
         rules: its scoring rules.
     """
 
-    def __init__(self, *, scoring: Sequence[ScoringRule] = (), judge: str | Judge | None = None,
+    def __init__(self, *, scoring: Sequence[ScoringRule] = (),
                  exporter: SpanExporter | None = None, id_generator: IdGenerator | None = None,
                  service_name: str = "tracescore-local", content: ContentOptions | None = None,
                  limits: LimitsOptions | None = None, flush_timeout: float = 10.0,
@@ -62,9 +61,6 @@ class LocalRuntime:
                 raise ConfigurationError(
                     f"local_runtime(scoring=[...]) takes ScoringRule objects, got "
                     f"{type(rule).__name__}")
-        if judge is not None and not isinstance(judge, (str, Judge)):
-            raise ConfigurationError("local_runtime(judge=...) takes a litellm model string or "
-                                     "a tracescore.Judge")
         if exporter is not None and not isinstance(exporter, SpanExporter):
             raise ConfigurationError("local_runtime(exporter=...) takes an OTel SpanExporter")
         self.rules = rules
@@ -89,7 +85,7 @@ class LocalRuntime:
         self._runtime.install(
             tracer=self.tracer_provider.get_tracer(sc.INSTRUMENTATION_SCOPE, __version__),
             content=(content or ContentOptions()).resolve(), limits=resolved_limits,
-            judge=Judge(judge) if isinstance(judge, str) else judge,
+            judge=None,
             processor=self._processor, telemetry=telemetry, disabled=_env.disabled())
 
     @contextmanager
@@ -154,7 +150,7 @@ class LocalRuntime:
             self.shutdown()
 
 
-def local_runtime(*, scoring: Sequence[ScoringRule] = (), judge: str | Judge | None = None,
+def local_runtime(*, scoring: Sequence[ScoringRule] = (),
                   exporter: SpanExporter | None = None, id_generator: IdGenerator | None = None,
                   service_name: str = "tracescore-local", content: ContentOptions | None = None,
                   limits: LimitsOptions | None = None, flush_timeout: float = 10.0,
@@ -169,14 +165,12 @@ def local_runtime(*, scoring: Sequence[ScoringRule] = (), judge: str | Judge | N
     provider, not ``configure()``'s configuration, which keeps getting every span outside such
     blocks. Several local runtimes may live in one process (and be active at once in different
     threads or tasks); each sees only its own spans and scores. For tests that must not share
-    state, and for scoring one part of a program by other rules.
+    state, and for scoring one part of a program by other rules. Its LLM scorers are judged
+    by the judge their factory was given (``model=``, e.g. ``ScriptedJudge.as_judge()``),
+    else ``configure()``'s default judge, else ``TRACESCORE_JUDGE_MODEL``.
 
     Args:
         scoring: its ``ScoringRule``s, as ``configure(scoring=...)`` takes them.
-        judge: the default judge of its LLM scorers: a litellm model string or a
-            ``tracescore.Judge`` (e.g. ``ScriptedJudge.as_judge()``). Default: none of its own
-            (scorers without ``model=`` use ``configure()``'s judge, else
-            ``TRACESCORE_JUDGE_MODEL``).
         exporter: where its spans go; default a new ``InMemoryScoreExporter`` (with
             ``deterministic_times``), read with ``scores()``/``spans()``.
         id_generator: its provider's id generator (``SequentialIdGenerator()`` for
@@ -194,8 +188,8 @@ def local_runtime(*, scoring: Sequence[ScoringRule] = (), judge: str | Judge | N
         A ``LocalRuntime``.
 
     Raises:
-        ConfigurationError: a rule is not a ``ScoringRule``, ``judge`` or ``exporter`` has the
-            wrong type.
+        ConfigurationError: a rule is not a ``ScoringRule``, or ``exporter`` is not a
+            ``SpanExporter``.
 
     Examples:
         >>> with tracescore.testing.local_runtime(scoring=[tracescore.ScoringRule(
@@ -205,7 +199,7 @@ def local_runtime(*, scoring: Sequence[ScoringRule] = (), judge: str | Judge | N
         >>> local.scores()
         {'content-similarity': [1.0]}
     """
-    return LocalRuntime(scoring=scoring, judge=judge, exporter=exporter,
+    return LocalRuntime(scoring=scoring, exporter=exporter,
                         id_generator=id_generator, service_name=service_name, content=content,
                         limits=limits, flush_timeout=flush_timeout, on_score=on_score,
                         meter_provider=meter_provider, logger_provider=logger_provider)
