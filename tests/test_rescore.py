@@ -237,6 +237,33 @@ def test_heuristic_scorers_on_the_file_default_with_its_rotated_backup(
     assert "2 unreadable records skipped" in out
 
 
+def test_memory_holds_counts_not_turns_the_report_lists_the_first_ones(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Every turn is counted in the comparison and the page; only the first are kept whole."""
+    traces = tmp_path / "traces.jsonl"
+    write_traces(traces)
+    write_traces(traces, first=TURNS)  # appended: 12 turns
+    runs = []
+    for extra in ([], ["--max-listed-turns", "2", "--top", "1"]):
+        report, html = tmp_path / f"r{len(extra)}.json", tmp_path / f"r{len(extra)}.html"
+        assert main(["rescore", str(traces), "--scorer", "completeness",
+                     "--scorer", "keyword-coverage:0.3", "--no-progress", "--report",
+                     str(report), "--html", str(html), *extra]) == 0
+        runs.append((json.loads(report.read_text()), html.read_text()))
+    (full, full_page), (capped, capped_page) = runs
+    assert full["turns"] == capped["turns"] == 2 * TURNS
+    assert len(full["items"]) == 2 * TURNS and "items_listed" not in full
+    assert capped["items"] == full["items"][:2] and capped["items_listed"] == 2
+    assert capped["sides"] == full["sides"]
+    assert sum(b["count"] for b in capped["sides"][1]["histogram"]) == 2 * TURNS
+    (a,), (b,) = full["comparisons"], capped["comparisons"]
+    assert len(a["moved_most"]) > 1 and b["moved_most"] == a["moved_most"][:1]
+    assert {**b, "moved_most": None} == {**a, "moved_most": None}
+    # The page's charts count every turn, not the listed ones.
+    chart = capped_page[capped_page.index('class="charts"'):capped_page.index("against")]
+    assert chart == full_page[full_page.index('class="charts"'):full_page.index("against")]
+
+
 def _one_document(lines: list[str]) -> dict[str, Any]:
     merged: dict[str, Any] = {"resourceSpans": []}
     for line in lines:

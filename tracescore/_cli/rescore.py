@@ -75,6 +75,10 @@ def add_rescore_parser(commands: Any) -> None:
                      help="spans waiting at once over all open traces (default 100000)")
     cmd.add_argument("--top", type=int, default=20, metavar="N",
                      help="turns listed as moved most per comparison (default 20)")
+    cmd.add_argument("--max-listed-turns", type=int, default=10_000, metavar="N",
+                     help="turns the JSON report lists whole with every side's outcome (the "
+                     "first ones scored); every turn is counted in the comparison and the "
+                     "histograms either way, so memory stays bounded (default 10000)")
     cmd.add_argument("--report", metavar="FILE", help="write the full result as JSON")
     cmd.add_argument("--html", metavar="FILE",
                      help="write a self-contained HTML report: the sides, their score "
@@ -190,6 +194,7 @@ def run_rescore(args: argparse.Namespace) -> int:
             spans, sides, source=source, counts=counts, on=args.on, state_file=args.state,
             concurrency=args.concurrency, max_open_traces=args.max_open_traces,
             max_spans=args.max_buffered_spans, progress=args.progress, top=args.top,
+            max_listed=args.max_listed_turns,
             # Phoenix lists spans newest first, not in the order they ended: a trace is
             # complete at the end of the listing (or when the bounds push it out).
             complete_on_root=not args.phoenix_url)

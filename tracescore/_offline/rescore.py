@@ -12,11 +12,14 @@ it scores here.
 
 Streaming and bounded: spans are read one line at a time, a trace is scored once its root has
 come (``TraceAssembler``: bounded open traces and spans, evictions counted), and traces are
-scored in batches (the processors are flushed after every ``batch`` spans routed), so memory
-holds the open traces, one batch and a compact record per scored turn. Resumable: each scored
-trace is appended to a state file (JSON lines) once every side is done with it; a run given the
-same state file skips those traces, except one where a side failed (it is scored again). A state
-file written for other sides or another span kind is refused.
+scored in batches (the processors are flushed after every ``batch`` spans routed), and each
+scored turn is folded into counts and exact sums (``_Tally``) as it lands, so memory holds the
+open traces, one batch, the first ``max_listed`` turns whole (the report's ``items``) and the
+``top`` turns that moved most per comparison, whatever the number of turns. Resumable: each
+scored trace is appended to a state file (JSON lines) once every side is done with it; a run
+given the same state file skips those traces, except one where a side failed (it is scored
+again), reading their outcomes back from the file when they come (an offset per trace is
+kept). A state file written for other sides or another span kind is refused.
 
 Each side is labelled by its evaluator version (``tracescore._pipeline.fingerprint``, the
 ``tracescore.evaluator.version`` on every score it makes online). The comparison of each side
@@ -38,7 +41,7 @@ import math
 import os
 import threading
 import time
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -100,103 +103,168 @@ class Side:
                 "higher_is_better": self.higher_is_better, "options": self.options}
 
 
+class _Tally:
+    """Every turn's outcomes folded into what the report needs, in bounded memory: per side the
+    counts by status, the exact sum of the scores, the pass count and the histogram; per side
+    against the baseline the pass/fail table, the exact sums of the shifts and the ``top``
+    turns that moved most; the first ``max_listed`` turns whole (the JSON report's ``items``).
+    Every other turn is counted, not kept."""
+
+    def __init__(self, sides: list[Side], top: int, max_listed: int) -> None:
+        from tracescore._offline.reports.html import BINS
+
+        self.sides, self.top, self.max_listed = sides, top, max_listed
+        self.turns = 0
+        self.every_side = 0  # turns scored by every side
+        self.listed: list[dict[str, Any]] = []
+        self.by_side = [{"scored": 0, "not_scorable": 0, "error": 0, "missing": 0,
+                         "partials": [], "passed": 0,
+                         "bins": [[0, 0, 0] for _ in range(BINS)]} for _ in sides]
+        self.pairs = [{"tp": 0, "fp": 0, "fn": 0, "tn": 0, "pass_to_fail": 0,
+                       "fail_to_pass": 0, "n": 0, "abs": [], "shift": [], "moved": []}
+                      for _ in sides]
+
+    def add(self, item: dict[str, Any]) -> None:
+        from tracescore._offline.evals.specs import _add_exact
+        from tracescore._offline.reports.html import bin_index
+
+        self.turns += 1
+        if len(self.listed) < self.max_listed:
+            self.listed.append(item)
+        outcomes = item["outcomes"]
+        passes: list[bool | None] = []
+        for side, tally, o in zip(self.sides, self.by_side, outcomes, strict=True):
+            tally[o["status"]] += 1
+            if o["status"] != "scored":
+                passes.append(None)
+                continue
+            score = float(o["score"])
+            _add_exact(tally["partials"], score)
+            passed = stats.judge_passes(score, side.threshold, side.higher_is_better)
+            tally["passed"] += passed
+            passes.append(passed)
+            cell = tally["bins"][bin_index(score, side.scale)]
+            cell[0] += 1
+            cell[1 if passed else 2] += 1
+        if all(p is not None for p in passes):
+            self.every_side += 1
+        base = self.sides[0]
+        for index in range(1, len(self.sides)):
+            was, now = passes[0], passes[index]
+            if was is None or now is None:
+                continue
+            pair, other = self.pairs[index], self.sides[index]
+            pair["n"] += 1
+            pair["tp" if was and now else "tn" if not was and not now
+                 else "fp" if now else "fn"] += 1
+            if was != now:
+                pair["pass_to_fail" if was else "fail_to_pass"] += 1
+            a, b = outcomes[0], outcomes[index]
+            shift = float(b["score"]) / other.scale - float(a["score"]) / base.scale
+            _add_exact(pair["abs"], abs(shift))
+            _add_exact(pair["shift"], shift)
+            if shift != 0:
+                moved = pair["moved"]
+                moved.append(((-abs(shift), item["trace_id"], item["span_id"]), {
+                    "trace_id": item["trace_id"], "span_id": item["span_id"],
+                    "span_name": item["span_name"], "shift": round(shift, 12),
+                    "baseline": a, "side": b}))
+                if len(moved) > 4 * self.top:  # trimmed now and then: O(top) kept
+                    moved.sort(key=lambda m: m[0])
+                    del moved[self.top:]
+
+    def moved_most(self, index: int) -> list[dict[str, Any]]:
+        return [m for _, m in sorted(self.pairs[index]["moved"], key=lambda m: m[0])[:self.top]]
+
+
 @dataclass
 class RescoreResult:
-    """What a re-scoring came to: per turn, every side's outcome; the sides compared.
+    """What a re-scoring came to: every side's outcomes folded into counts and sums (``_Tally``:
+    bounded memory), the first turns whole; the sides compared.
 
     Attributes:
         sides: the sides, the first being the baseline.
-        items: per scored turn ``{"trace_id", "span_id", "span_name", "outcomes": [per side
-            {"status", "score", "label", "error_type", "explanation"}]}``, in the order scored.
+        tally: the folded outcomes.
         source: what was read.
         traces: counts of traces and spans (complete, incomplete, evicted, late, resumed,
             skipped records).
         on: the span kind scored.
         seconds: wall-clock seconds.
         state_file: the state file, if any.
-        top: how many moved turns the comparison lists.
     """
 
     sides: list[Side]
-    items: list[dict[str, Any]]
+    tally: _Tally
     source: str
     traces: dict[str, Any]
     on: str
     seconds: float = 0.0
     state_file: str | None = None
-    top: int = 20
+
+    @property
+    def items(self) -> list[dict[str, Any]]:
+        """The first turns scored (at most ``max_listed``), each ``{"trace_id", "span_id",
+        "span_name", "outcomes": [per side {"status", "score", "label", "error_type",
+        "explanation", "evaluator_version"}]}``, in the order scored."""
+        return self.tally.listed
+
+    @property
+    def turns(self) -> int:
+        """Every turn scored (listed or not)."""
+        return self.tally.turns
 
     def side_summary(self, index: int) -> dict[str, Any]:
-        """A side's counts by status, mean score and pass share (of scored turns)."""
-        side = self.sides[index]
-        scores = [o["score"] for o in self._outcomes(index) if o["status"] == "scored"]
-        counts = {"scored": 0, "not_scorable": 0, "error": 0, "missing": 0}
-        for o in self._outcomes(index):
-            counts[o["status"]] += 1
-        passed = sum(1 for s in scores if stats.judge_passes(s, side.threshold,
-                                                             side.higher_is_better))
-        return {**side.describe(), **counts,
-                "mean": math.fsum(scores) / len(scores) if scores else None,
-                "pass_share": passed / len(scores) if scores else None}
+        """A side's counts by status, mean score, pass share (of scored turns) and score
+        histogram (``low``, ``high``, ``count``, ``pass``, ``fail`` per bin over 0..scale)."""
+        from tracescore._offline.reports.html import BINS
 
-    def _outcomes(self, index: int) -> Iterator[dict[str, Any]]:
-        for item in self.items:
-            yield item["outcomes"][index]
+        side, tally = self.sides[index], self.tally.by_side[index]
+        scored = tally["scored"]
+        top = side.scale if side.scale > 0 else 1.0
+        return {**side.describe(),
+                **{k: tally[k] for k in ("scored", "not_scorable", "error", "missing")},
+                "mean": math.fsum(tally["partials"]) / scored if scored else None,
+                "pass_share": tally["passed"] / scored if scored else None,
+                "histogram": [{"low": top * i / BINS, "high": top * (i + 1) / BINS,
+                               "count": c, "pass": p, "fail": f}
+                              for i, (c, p, f) in enumerate(tally["bins"])]}
 
     def comparison(self, index: int) -> dict[str, Any]:
         """Side ``index`` against the baseline (side 0) on the turns both scored (module
         docstring)."""
-        base, other = self.sides[0], self.sides[index]
-        tp = fp = fn = tn = 0
-        shifts: list[tuple[float, dict[str, Any]]] = []
-        flips = {"pass_to_fail": 0, "fail_to_pass": 0}
-        for item in self.items:
-            a, b = item["outcomes"][0], item["outcomes"][index]
-            if a["status"] != "scored" or b["status"] != "scored":
-                continue
-            was = stats.judge_passes(a["score"], base.threshold, base.higher_is_better)
-            now = stats.judge_passes(b["score"], other.threshold, other.higher_is_better)
-            tp += was and now
-            tn += not was and not now
-            fp += now and not was
-            fn += was and not now
-            if was != now:
-                flips["pass_to_fail" if was else "fail_to_pass"] += 1
-            shift = b["score"] / other.scale - a["score"] / base.scale
-            shifts.append((shift, item))
-        n = tp + fp + fn + tn
+        base, other, pair = self.sides[0], self.sides[index], self.tally.pairs[index]
+        tp, fp, fn, tn, n = (pair[k] for k in ("tp", "fp", "fn", "tn", "n"))
         interval = stats.kappa_interval(tp, fp, fn, tn) if n else None
-        moved = sorted(shifts, key=lambda s: (-abs(s[0]), s[1]["trace_id"], s[1]["span_id"]))
         return {
             "baseline": base.label, "side": other.label, "n": n,
             "agree_share": (tp + tn) / n if n else None,
             "kappa": stats.cohen_kappa(tp, fp, fn, tn),
             "kappa_interval": None if interval is None else list(interval),
             "confusion": {"pass": {"pass": tp, "fail": fn}, "fail": {"pass": fp, "fail": tn}},
-            "mean_absolute_shift": (math.fsum(abs(s) for s, _ in shifts) / n) if n else None,
-            "mean_shift": (math.fsum(s for s, _ in shifts) / n) if n else None,
-            "label_changes": flips,
-            "moved_most": [
-                {"trace_id": item["trace_id"], "span_id": item["span_id"],
-                 "span_name": item["span_name"], "shift": round(shift, 12),
-                 "baseline": item["outcomes"][0], "side": item["outcomes"][index]}
-                for shift, item in moved[:self.top] if shift != 0],
+            "mean_absolute_shift": math.fsum(pair["abs"]) / n if n else None,
+            "mean_shift": math.fsum(pair["shift"]) / n if n else None,
+            "label_changes": {"pass_to_fail": pair["pass_to_fail"],
+                              "fail_to_pass": pair["fail_to_pass"]},
+            "moved_most": self.tally.moved_most(index),
         }
 
     @property
     def passed(self) -> bool:
         """True when some turn was scored by every side."""
-        return any(all(o["status"] == "scored" for o in item["outcomes"]) for item in self.items)
+        return self.tally.every_side > 0
 
     def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready dict of everything (the ``--report`` file)."""
+        """A JSON-ready dict of everything (the ``--report`` file); ``items_listed`` says how
+        many turns ``items`` lists when it lists fewer than all."""
+        listed = len(self.tally.listed)
         return {
             "tracescore_rescore": _STATE_VERSION,
             "source": self.source,
             "on": self.on,
             "state_file": self.state_file,
             "traces": dict(self.traces),
-            "turns": len(self.items),
+            "turns": self.turns,
+            **({"items_listed": listed} if listed < self.turns else {}),
             "sides": [self.side_summary(i) for i in range(len(self.sides))],
             "comparisons": [self.comparison(i) for i in range(1, len(self.sides))],
             "seconds": round(self.seconds, 3),
@@ -211,7 +279,7 @@ class RescoreResult:
             f"tracescore rescore ({self.on} turns) from {self.source}: {t['traces']} traces "
             f"({t['complete']} complete, {t['incomplete']} without their root, {t['evicted']} "
             f"evicted, {t['resumed']} from the state file), {t['spans']} spans, "
-            f"{len(self.items)} turns scored"
+            f"{self.turns} turns scored"
             + (f"; {t['late_spans']} late spans and {t['skipped_records']} unreadable records "
                "skipped" if t["late_spans"] or t["skipped_records"] else ""),
         ]
@@ -314,6 +382,7 @@ def rescore(
     complete_on_root: bool = True,
     progress: bool | None = None,
     top: int = 20,
+    max_listed: int = 10_000,
 ) -> RescoreResult:
     """Score the turns of stored traces with every side (module docstring).
 
@@ -334,13 +403,16 @@ def rescore(
         progress: progress on stderr (default: a bar on a terminal, elsewhere a line every
             5 s).
         top: turns listed as moved most per comparison. Default 20.
+        max_listed: turns kept whole for the report's ``items`` (the first ones scored); every
+            turn is counted in the comparison either way. Default 10,000.
 
     Raises:
         ConfigurationError: no side, a bad option, a state file of other sides.
     """
     if not sides:
         raise ConfigurationError("rescore needs at least one scorer")
-    for name, value in (("concurrency", concurrency), ("batch", batch), ("top", top)):
+    for name, value in (("concurrency", concurrency), ("batch", batch), ("top", top),
+                        ("max_listed", max_listed)):
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise ConfigurationError(f"rescore {name} must be an int >= 1, got {value!r}")
     counts = counts if counts is not None else SourceCounts()
@@ -352,7 +424,8 @@ def rescore(
     collector = _Collector(len(sides))
     processors = [_processor(side.scorer, on, side.threshold, concurrency,
                              collector.callback(i)) for i, side in enumerate(sides)]
-    items: list[dict[str, Any]] = []
+    tally = _Tally(list(sides), top, max_listed)
+    resumed_from = _StateReader(path) if done else None
     resumed = 0
     bar = _progress(progress)
     started = time.perf_counter()
@@ -371,21 +444,23 @@ def rescore(
                  "span_name": turn["span_name"],
                  "outcomes": [o if o is not None else dict(_MISSING) for o in turn["outcomes"]]}
                 for span_id, turn in turns.items()]
-            items.extend(trace_items)
+            for item in trace_items:
+                tally.add(item)
             writer.write({"trace": f"{trace_id:032x}", "items": trace_items})
             if bar is not None:
                 bar.update(1)
         if bar is not None:
-            bar.set_postfix(turns=len(items))
+            bar.set_postfix(turns=tally.turns)
         pending.clear()
         routed = 0
 
     def score(trace: tuple[int, list[Any], str]) -> None:
         nonlocal resumed, routed
         trace_id, trace_spans, _ = trace
-        key = f"{trace_id:032x}"
-        if key in done:
-            items.extend(done.pop(key))
+        offset = done.pop(trace_id, None)
+        if offset is not None and resumed_from is not None:
+            for item in resumed_from.items(offset):
+                tally.add(item)
             resumed += 1
             if bar is not None:
                 bar.update(1)
@@ -408,6 +483,8 @@ def rescore(
         settle()
     finally:
         writer.close()
+        if resumed_from is not None:
+            resumed_from.close()
         for processor in processors:
             refused += processor.stats.skipped_queue_full + processor.stats.skipped_held_full
             processor.shutdown(1000)
@@ -420,9 +497,9 @@ def rescore(
               "skipped_records": counts.skipped_records, "jobs_refused": refused,
               "first_skipped_record": counts.first_problem,
               "max_open_traces": max_open_traces, "max_buffered_spans": max_spans}
-    return RescoreResult(sides=list(sides), items=items, source=source, traces=traces, on=on,
+    return RescoreResult(sides=list(sides), tally=tally, source=source, traces=traces, on=on,
                          seconds=time.perf_counter() - started,
-                         state_file=None if path is None else str(path), top=top)
+                         state_file=None if path is None else str(path))
 
 
 def _processor(scorer: Any, on: str, threshold: float, concurrency: int,
@@ -446,8 +523,10 @@ def _progress(progress: bool | None) -> Any:
     return progress_bar(progress, None, "rescore")
 
 
-def _read_state(path: Path, header: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
-    """The traces an earlier run finished (a trace where a side failed is scored again).
+def _read_state(path: Path, header: dict[str, Any]) -> dict[int, int]:
+    """The traces an earlier run finished, each with the byte offset of its line (a trace where
+    a side failed is scored again): an int per trace is kept, not its outcomes, which are read
+    back from the file when the trace comes (``_StateReader``).
 
     Raises:
         ConfigurationError: the file was written for other sides or another kind, or is not a
@@ -455,10 +534,12 @@ def _read_state(path: Path, header: dict[str, Any]) -> dict[str, list[dict[str, 
     """
     if not path.exists():
         return {}
-    done: dict[str, list[dict[str, Any]]] = {}
+    done: dict[int, int] = {}
     try:
         with path.open("rb") as fh:
+            offset = 0
             for line_no, raw in enumerate(fh, start=1):
+                at, offset = offset, offset + len(raw)
                 try:
                     record = json.loads(raw.decode("utf-8"))
                 except (UnicodeDecodeError, ValueError, RecursionError):
@@ -475,18 +556,69 @@ def _read_state(path: Path, header: dict[str, Any]) -> dict[str, list[dict[str, 
                             f"kind ({theirs}), not {ours}: use another file (or delete it)")
                     continue
                 trace, trace_items = record.get("trace"), record.get("items")
-                if not isinstance(trace, str) or not isinstance(trace_items, list):
+                trace_id = _trace_id(trace)
+                if trace_id is None or not isinstance(trace_items, list) or not all(
+                        _is_item(item, len(header["sides"])) for item in trace_items):
                     raise ConfigurationError(f"state file {path} line {line_no}: not a rescore "
                                              "record (use another file, or delete it)")
                 failed = any(o.get("status") == "error" for item in trace_items
-                             for o in item.get("outcomes", ()))
+                             for o in item["outcomes"])
                 if failed:
-                    done.pop(trace, None)
+                    done.pop(trace_id, None)
                 else:
-                    done[trace] = trace_items
+                    done[trace_id] = at
     except OSError as exc:
         raise ConfigurationError(f"state file {path}: cannot read it ({exc})") from None
     return done
+
+
+_STATUSES = frozenset({"scored", "not_scorable", "error", "missing"})
+
+
+def _trace_id(value: Any) -> int | None:
+    if not isinstance(value, str) or len(value) != 32:
+        return None
+    try:
+        return int(value, 16)
+    except ValueError:
+        return None
+
+
+def _is_item(item: Any, sides: int) -> bool:
+    """A turn of a state line as ``settle`` writes it: what the tally reads is there."""
+    if not isinstance(item, dict) or not all(isinstance(item.get(k), str)
+                                             for k in ("trace_id", "span_id", "span_name")):
+        return False
+    outcomes = item.get("outcomes")
+    if not isinstance(outcomes, list) or len(outcomes) != sides:
+        return False
+    for o in outcomes:
+        if not isinstance(o, dict) or o.get("status") not in _STATUSES:
+            return False
+        score = o.get("score")
+        if o["status"] == "scored" and (isinstance(score, bool) or not isinstance(
+                score, (int, float)) or not math.isfinite(score)):
+            return False
+    return True
+
+
+class _StateReader:
+    """Reads a finished trace's turns back from the state file at the offset ``_read_state``
+    found, when the trace comes again."""
+
+    def __init__(self, path: Path | None) -> None:
+        self._fh = path.open("rb") if path is not None else None
+
+    def items(self, offset: int) -> list[dict[str, Any]]:
+        if self._fh is None:
+            return []
+        self._fh.seek(offset)
+        record = json.loads(self._fh.readline().decode("utf-8"))
+        return list(record["items"])
+
+    def close(self) -> None:
+        if self._fh is not None:
+            self._fh.close()
 
 
 class _StateWriter:

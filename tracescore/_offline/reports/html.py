@@ -26,7 +26,8 @@ import math
 from pathlib import Path
 from typing import Any
 
-__all__ = ["calibration_html", "eval_html", "histogram", "rescore_html", "write_html"]
+__all__ = ["bin_index", "calibration_html", "eval_html", "histogram", "rescore_html",
+           "write_html"]
 
 MAX_TEXT_CHARS = 2_000  # characters of an input, output or reason shown per cell
 MAX_FAILING_ROWS = 500  # failing (item, scorer) rows listed; the rest are counted
@@ -56,13 +57,19 @@ def histogram(scores: list[float], scale: float, labels: list[str | None] | None
     for n, score in enumerate(scores):
         if not isinstance(score, (int, float)) or not math.isfinite(score):
             continue
-        index = min(bins - 1, max(0, int(score / top * bins)))
-        cell = out[index]
+        cell = out[bin_index(score, top, bins)]
         cell["count"] += 1
         label = labels[n] if labels else None
         if label in ("pass", "fail"):
             cell[label] += 1
     return out
+
+
+def bin_index(score: float, scale: float, bins: int = BINS) -> int:
+    """The bin of a finite ``score`` among ``bins`` equal bins over ``0..scale`` (a score at the
+    top of the scale in the last bin; below 0 or above the scale in the first or last)."""
+    top = scale if scale and scale > 0 else 1.0
+    return min(bins - 1, max(0, int(score / top * bins)))
 
 
 _WIDTH, _HEIGHT, _LEFT, _TOP = 340.0, 150.0, 30.0, 34.0
@@ -252,16 +259,8 @@ def rescore_html(report: dict[str, Any]) -> str:
     charts = []
     for index, side in enumerate(report["sides"]):
         scale = float(side.get("scale") or 1.0)
-        scores, labels = [], []
-        for item in report["items"]:
-            o = item["outcomes"][index]
-            if o["status"] == "scored" and o["score"] is not None:
-                score = float(o["score"])
-                scores.append(score)
-                passed = score >= side["threshold"] if side["higher_is_better"] \
-                    else score <= side["threshold"]
-                labels.append("pass" if passed else "fail")
-        bins = histogram(scores, scale, labels)
+        # Every turn's score, counted as the run went (the report lists only the first turns).
+        bins = side["histogram"]
         lines = [{"name": "threshold", "value": side["threshold"], "colour": "#0969da",
                   "dashed": False}]
         charts.append({"label": side["label"],
