@@ -220,8 +220,29 @@ def test_model_spans_no_convention_marks_give_a_reason_not_silence(
     assert span.name == "handle" and probe.calls == []
     assert event["gen_ai.evaluation.score.label"] == "not_scorable"
     reason = event["gen_ai.evaluation.explanation"]
-    assert "name a model (gen_ai.request.model" in reason
+    # What was found: the span, its instrumentation and the model it names.
+    assert "span 'acme.complete' (instrumentation 'acme.llm') names a model" in reason
+    assert "gen_ai.request.model='m'" in reason
+    # What is missing: any convention's mark of a model call, and how to add one.
     assert "gen_ai.operation.name" in reason and "@tracescore.llm" in reason
+
+
+def test_a_root_model_span_no_convention_marks_says_so_too(capture: CaptureScores) -> None:
+    """A trace that is one model call of an instrumentation no convention marks (no span
+    around it): the agent rule still reports it, with what was found and what is missing."""
+    probe = Probe(id="agent")
+    capture.configure(scoring=[tracescore.ScoringRule(scorer=probe, on="agent")])
+    tracer = capture.tracer_provider.get_tracer("acme.llm")
+    with tracer.start_as_current_span("acme.complete", attributes={
+            "llm.model_name": "m", "prompt": QUESTION, "completion": ANSWER}):
+        pass
+    (span,) = [s for s in capture.spans() if capture.evaluation_events(s)]
+    (event,) = capture.evaluation_events(span)
+    assert span.name == "acme.complete" and probe.calls == []
+    assert event["gen_ai.evaluation.score.label"] == "not_scorable"
+    reason = event["gen_ai.evaluation.explanation"]
+    assert "span 'acme.complete' (instrumentation 'acme.llm') names a model" in reason
+    assert "llm.model_name='m'" in reason and "@tracescore.llm" in reason
 
 
 def test_a_decorated_agent_keeps_its_own_values(capture: CaptureScores) -> None:

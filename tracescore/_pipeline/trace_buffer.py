@@ -41,14 +41,21 @@ class Beneath(NamedTuple):
         first_call: the model call beneath it that started first (the innermost span of that
             call: see ``pass_up``), or None.
         last_call: the model call beneath it that ended last, or None.
+        unmarked: the first span beneath it passed up as ``UNMARKED_MODEL`` (it names a model
+            but no convention marks it a model call), or None: named in a reason.
     """
 
     kinds: frozenset[str] = frozenset()
     first_call: Any = None
     last_call: Any = None
+    unmarked: Any = None
 
 
 NOTHING_BENEATH = Beneath()
+
+# The kind passed up for a span that names a model but has no convention's kind
+# (``tracescore._readers._turns.names_a_model``).
+UNMARKED_MODEL = "unmarked-model"
 
 
 def _merge(old: Beneath | None, new: Beneath) -> Beneath:
@@ -61,7 +68,8 @@ def _merge(old: Beneath | None, new: Beneath) -> Beneath:
     if new.last_call is not None and (
             last is None or (new.last_call.end_time or 0) >= (last.end_time or 0)):
         last = new.last_call
-    return Beneath(old.kinds | new.kinds, first, last)
+    return Beneath(old.kinds | new.kinds, first, last,
+                   old.unmarked if old.unmarked is not None else new.unmarked)
 
 
 class _Trace:
@@ -178,15 +186,17 @@ class TraceBuffer:
             kind: the span's normalised kind, or None.
             below: what ended beneath the span (``beneath``).
             span: the ended span, remembered as a model call when ``kind`` is ``llm`` and it
-                wraps no other.
+                wraps no other, or as ``unmarked`` when ``kind`` is ``UNMARKED_MODEL``.
         """
         if kind is None and not below.kinds:
             return
         up = below
         if kind is not None:
-            up = Beneath(below.kinds | {kind}, below.first_call, below.last_call)
+            up = below._replace(kinds=below.kinds | {kind})
             if kind == "llm" and "llm" not in below.kinds and span is not None:
-                up = Beneath(up.kinds, span, span)
+                up = up._replace(first_call=span, last_call=span)
+            elif kind == UNMARKED_MODEL and below.unmarked is None and span is not None:
+                up = up._replace(unmarked=span)
         with self._lock:
             trace = self._trace(trace_id)
             old = trace.beneath.get(parent_id)

@@ -38,20 +38,17 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NamedTuple
 
 from tracescore._core import semconv as sc
-from tracescore._pipeline.trace_buffer import NOTHING_BENEATH, Beneath, TraceBuffer
+from tracescore._pipeline.trace_buffer import (
+    NOTHING_BENEATH,
+    UNMARKED_MODEL,
+    Beneath,
+    TraceBuffer,
+)
 
 from ._base import Content, Reader, attributes_of, scope_name
 
 TOOL_ONLY = "this model turn only called tools"
 
-# The kind passed up for a span that names a model but has no kind (``names_a_model``).
-UNMARKED_MODEL = "unmarked-model"
-UNMARKED_REASON = (
-    "spans beneath it name a model (gen_ai.request.model, gen_ai.system, gen_ai.provider.name "
-    "or llm.model_name) without saying what they are: no convention's mark of a model call "
-    "(gen_ai.operation.name chat/text_completion/generate_content, openinference.span.kind "
-    "LLM, llm.request.type chat/completion) and no messages tracescore can read. Turn on the "
-    "instrumentation's GenAI conventions, or decorate the model call with @tracescore.llm")
 _MODEL_KEYS = (sc.GEN_AI_REQUEST_MODEL, sc.GEN_AI_SYSTEM, sc.GEN_AI_PROVIDER_NAME,
                sc.LLM_MODEL_NAME)
 _ROLES = {"human": "user", "ai": "assistant", "model": "assistant", "bot": "assistant",
@@ -106,6 +103,12 @@ def route(reader: Reader, span: Any, buffer: TraceBuffer | None, *,
             and "agent" not in beneath.kinds
             and ("llm" in beneath.kinds or UNMARKED_MODEL in beneath.kinds)):
         kind = "agent"  # the root-most span holding the request's model calls
+    elif (kind is None and not explicit and (parent is None or span.parent.is_remote)
+            and not beneath.kinds and getattr(reader, "name", "") == "generic"
+            and names_a_model(span)):
+        # A trace that is one model call no convention marks: its turn, said to be so.
+        kind = "agent"
+        beneath = beneath._replace(kinds=frozenset({UNMARKED_MODEL}), unmarked=span)
     refine = getattr(reader, "refine", None)
     if refine is not None:
         with contextlib.suppress(Exception):  # a broken reader keeps the kind it gave
@@ -118,6 +121,21 @@ def route(reader: Reader, span: Any, buffer: TraceBuffer | None, *,
     reader.observe(span, kind, buffer)
     wrapper = kind is not None and kind in beneath.kinds and not explicit
     return Routed(kind, wrapper, beneath)
+
+
+def unmarked_reason(span: Any, beneath: bool = True) -> str:
+    """What was found and what is missing when ``span`` names a model but no convention marks
+    it a model call: the span, its instrumentation, the model attributes it has, the marks it
+    lacks and how to add them. ``beneath``: the span is beneath the turn (else it is the turn)."""
+    attrs = attributes_of(span)
+    named = ", ".join(f"{key}={str(attrs[key])[:80]!r}" for key in _MODEL_KEYS if key in attrs)
+    return (f"{'beneath it, ' if beneath else ''}span {getattr(span, 'name', '')!r} "
+            f"(instrumentation {scope_name(span) or 'unknown'!r}) names a model ({named}) "
+            "without saying what it is: no convention's mark of a model call "
+            "(gen_ai.operation.name chat/text_completion/generate_content, "
+            "openinference.span.kind LLM, llm.request.type chat/completion) and no messages "
+            "tracescore can read. Turn on the instrumentation's GenAI conventions, or decorate "
+            "the model call with @tracescore.llm")
 
 
 def names_a_model(span: Any) -> bool:
@@ -147,8 +165,10 @@ def finish(span: Any, kind: str | None, content: Content, beneath: Beneath,
         if not own_missing:
             return content
         if UNMARKED_MODEL in beneath.kinds:
-            return content._replace(missing=(
-                f"{content.missing}; {UNMARKED_REASON}"))
+            found = beneath.unmarked
+            why = ("spans beneath it name a model without saying what they are"
+                   if found is None else unmarked_reason(found, found is not span))
+            return content._replace(missing=f"{content.missing}; {why}")
         return content._replace(missing=(
             f"{content.missing}; and no model call (LLM span) ended beneath it to read the "
             "turn from"))
