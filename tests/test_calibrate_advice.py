@@ -118,19 +118,30 @@ def test_humans_of_one_label_get_no_advice() -> None:
 
 def test_the_command_and_the_page_say_no_better_than_chance(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    # A negative kappa: the page must not show a green "passed" beside it.
+    # The shape, 36 human passes and 4 fails, with a negative kappa: the page must not
+    # show a green "passed" beside it. content-similarity (a heuristic, no judge) scores an
+    # answer that repeats its question 1 and one that does not 0: at 0.5 the judge passes 10
+    # of the human passes and 2 of the 4 human fails.
     data = tmp_path / "labelled.jsonl"
-    rows = items((26, 0.3, "pass"), (10, 0.8, "pass"), (2, 0.9, "fail"), (2, 0.3, "fail"))
-    data.write_text("".join(json.dumps({**r, "output": f"{r['output']} is the answer"}) + "\n"
-                            for r in rows), encoding="utf-8")
+    rows = []
+    for n, (count, label, repeats) in enumerate(
+            ((26, "pass", False), (10, "pass", True), (2, "fail", True), (2, "fail", False))):
+        for i in range(count):
+            question = f"which colour is the sky on planet {n}-{i}"
+            rows.append({"id": f"{n}-{i}", "input": question,
+                         "output": question if repeats else "zebra", "label": label})
+    data.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
     report, html = tmp_path / "cal.json", tmp_path / "cal.html"
-    # content-similarity against the input "q": every answer scores 0 (a heuristic, no judge).
     code = main(["calibrate", str(data), "--scorer", "content-similarity", "--no-progress",
                  "--report", str(report), "--html", str(html)])
     out = capsys.readouterr().out
     assert code == 1
     assert "scorer: NO BETTER THAN CHANCE" in out
     saved = json.loads(report.read_text())
+    assert saved["at_threshold"]["confusion"] == {"pass": {"pass": 10, "fail": 26},
+                                                  "fail": {"pass": 2, "fail": 2}}
+    kappa = saved["at_threshold"]["kappa"]
+    assert kappa < 0
     assert saved["verdict"] == "no better than chance" and saved["passed"] is False
     assert saved["chance"]["no_better_than_chance"] is True
     assert "kappa is undefined or <= 0" in saved["chance"]["definition"]
@@ -138,3 +149,5 @@ def test_the_command_and_the_page_say_no_better_than_chance(
     page = html.read_text()
     assert 'class="badge chance">no better than chance</span>' in page
     assert 'class="badge passed"' not in page
+    assert f"Cohen's kappa {kappa:.3g}" in page  # -0.0606
+    assert "The scorer agrees no better than chance" in page  # no judge: the scorer's own
