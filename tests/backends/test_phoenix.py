@@ -13,6 +13,7 @@ import urllib.error
 import urllib.parse
 from collections import Counter
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -20,6 +21,8 @@ import pytest
 from tests.backends import servers
 from tests.backends.installed import require_binary
 from tests.test_examples import AGENT_SPAN, CHAT_SPAN, RETRIEVAL_SPAN, data_rows, run_demo
+from tracescore.__main__ import main
+from tracescore.scorers import create_completeness_scorer
 
 PROJECT = "halueval-rag-demo"
 ROWS = 200
@@ -34,6 +37,7 @@ class PhoenixRun:
     summary: dict[str, Any]
     spans: list[dict[str, Any]]
     annotations: list[dict[str, Any]]
+    base: str = ""
 
 
 def _paged(url: str) -> list[dict[str, Any]] | None:
@@ -94,7 +98,7 @@ def phoenix_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PhoenixRun
             lambda: read_annotations(base, agent_ids, ROWS), timeout=INGEST_TIMEOUT,
             what=f"{ROWS} span annotations in Phoenix", process=backend.process,
         )
-        yield PhoenixRun(summary, spans, annotations)
+        yield PhoenixRun(summary, spans, annotations, base)
 
 
 def _kind(span: dict[str, Any], right_answers: dict[str, str]) -> str:
@@ -165,3 +169,33 @@ def test_phoenix_annotations_one_per_score(phoenix_run: PhoenixRun) -> None:
         "pass": similarity["passed"], "fail": similarity["failed"],
     }
 
+
+
+def test_rescore_reads_the_traces_phoenix_stored(
+        phoenix_run: PhoenixRun, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``tracescore rescore --phoenix-url``: Phoenix's own span objects (its attribute and time
+    shapes) give one agent turn per trace, each scored by both sides, and the baseline's scores
+    are the ones the first reading of the same spans gives (nothing lost in the conversion)."""
+    report = tmp_path / "rescore.json"
+    code = main(["rescore", "--phoenix-url", phoenix_run.base, "--phoenix-project", PROJECT,
+                 "--scorer", "completeness:0.5", "--scorer", "keyword-coverage:0.5",
+                 "--no-progress", "--report", str(report)])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    data = json.loads(report.read_text())
+    assert data["traces"]["spans"] == 3 * ROWS and data["traces"]["skipped_records"] == 0
+    assert data["traces"]["complete"] == ROWS and data["turns"] == ROWS
+    agents = {s["context"]["span_id"]: s for s in phoenix_run.spans if s["name"] == AGENT_SPAN}
+    assert {item["span_id"] for item in data["items"]} == set(agents)
+    for side in data["sides"]:
+        assert (side["scored"], side["error"], side["not_scorable"]) == (ROWS, 0, 0)
+    scorer = create_completeness_scorer()
+    assert data["sides"][0]["evaluator_version"] == scorer.fingerprint
+    for item in data["items"][:20]:
+        span = agents[item["span_id"]]
+        question = json.loads(span["attributes"]["input.value"])["question"]
+        answer = json.loads(span["attributes"]["output.value"])
+        expected = scorer.run(input=question, output=answer).score
+        assert item["outcomes"][0]["score"] == pytest.approx(expected)
+    (comparison,) = data["comparisons"]
+    assert comparison["n"] == ROWS
