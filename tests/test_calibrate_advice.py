@@ -62,6 +62,21 @@ def test_imbalanced_labels_advise_a_separating_threshold_not_pass_everything() -
                                                    "fail": {"pass": 0, "fail": 4}}
 
 
+def test_a_lower_is_better_scorer_is_advised_the_same_way() -> None:
+    # Hallucination-like: a pass is a low score. 20 human passes at 0.1, 16 at 0.7, the 4 human
+    # fails at 0.65. Passing everything (<= 0.7) is 90% "accurate"; balanced accuracy keeps 0.5.
+    scorer = Scorer(id="score-in-output", description="the number in the output",
+                    higher_is_better=False,
+                    generate_score=lambda run: float(run.output_text),
+                    generate_reason=lambda run: "read from the output")
+    data = items((20, 0.1, "pass"), (16, 0.7, "pass"), (4, 0.65, "fail"))
+    result = tracescore.calibrate(data, scorer, threshold=0.5, progress=False)
+    assert result.best is not None and not result.best.degenerate
+    assert result.best.threshold == 0.5 and result.threshold_advice["move"] is False
+    assert result.at_threshold.confusion() == {"pass": {"pass": 20, "fail": 16},
+                                               "fail": {"pass": 0, "fail": 4}}
+
+
 def test_a_degenerate_threshold_is_never_advised_and_the_test_cannot_fire_for_it() -> None:
     # The shape: a judge that agrees with nobody in particular. 26 human passes at 0.3
     # (failed at 0.5), 10 at 0.8; the 4 human fails at 0.9 and 0.3. Raw accuracy advised 0.3
