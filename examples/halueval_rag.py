@@ -600,7 +600,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         scoring=rules,
         on_score=collector,
         limits=tracescore.LimitsOptions(score_timeout=JUDGE_TIMEOUT if judge else None),
-        meter_provider=meter_provider,
+        output=tracescore.OutputOptions(meter_provider=meter_provider),
     )
     note(f"exporting spans to: {instance.exporter_description}")
 
@@ -667,7 +667,7 @@ def serve_metrics(host: str, port: int) -> tuple[Any, str]:
     """A MeterProvider whose metrics are served for Prometheus on ``host:port``.
 
     Returns:
-        The provider (for ``tracescore.configure(meter_provider=...)``) and the URL to scrape.
+        The provider (for ``tracescore.OutputOptions(meter_provider=...)``) and the URL to scrape.
 
     Raises:
         SystemExit: opentelemetry-exporter-prometheus is not installed, or the port is taken.

@@ -161,3 +161,170 @@ def test_configure_again_replaces_without_opentelemetry_warnings(tmp_path: Path)
              for rs in json.loads(line)["resourceSpans"]
              for ss in rs["scopeSpans"] for span in ss["spans"]]
     assert spans == ["invoke_agent answer"] * 3  # every configuration exported its span
+
+
+# -- the option table (issue 32): one declaration, read by configure(), the file and the docs --
+
+def _groups() -> dict[str, type]:
+    return {"content": tracescore.ContentOptions, "limits": tracescore.LimitsOptions,
+            "export": tracescore.ExportOptions, "redaction": tracescore.RedactionOptions,
+            "output": tracescore.OutputOptions}
+
+
+def _table() -> list[Any]:
+    """(group, field, environment variable, default, service default) of every option, read
+    from each group's field metadata (the table's one declaration)."""
+    rows = []
+    for group, cls in _groups().items():
+        for field in dataclasses.fields(cls):
+            entry = field.metadata["option"]
+            rows.append((group, field.name, entry))
+    return rows
+
+
+# A value other than the default, as a keyword/file value and as the variable's text.
+def _other(entry: Any) -> tuple[Any, str]:
+    if entry.kind == "bool":
+        return (not entry.default), str(not entry.default).lower()
+    if entry.kind == "int":
+        value = 7 if entry.default is None else entry.default + 7
+        return value, str(value)
+    if entry.kind == "float":
+        return entry.default + 1.5, str(entry.default + 1.5)
+    if entry.kind == "ms":
+        return 0.25, "250"  # seconds in the option, milliseconds in the variable
+    raise AssertionError(entry.kind)
+
+
+_ALIGNED = [(g, n, e) for g, n, e in _table()
+            if e.serve and e.env and e.kind in ("bool", "int", "float", "ms")]
+
+
+def test_configure_has_at_most_twelve_parameters() -> None:
+    import inspect
+
+    params = inspect.signature(tracescore.configure).parameters.values()
+    named = [p.name for p in params if p.kind is inspect.Parameter.KEYWORD_ONLY]
+    assert len(named) <= 12, named
+    # The keywords the contract promises stay at the top.
+    assert {"service_name", "judge", "scoring", "tracer_provider", "exporter",
+            "capture_content"} <= set(named)
+
+
+@pytest.mark.parametrize(("group", "name", "entry"), _ALIGNED,
+                         ids=[f"{g}.{n}" for g, n, _ in _ALIGNED])
+def test_an_option_set_by_keyword_variable_or_file_key_resolves_the_same(
+        group: str, name: str, entry: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("yaml")
+    from tracescore._serve import parse
+
+    cls = _groups()[group]
+    value, text = _other(entry)
+    assert value != entry.default
+    by_keyword = getattr(cls(**{name: value}).resolve(), name)
+    written = value if entry.kind == "ms" else text
+    by_file = getattr(getattr(parse(
+        f'downstream: {{endpoint: "http://backend:4317"}}\n{group}: {{{name}: {written}}}\n',
+        toml=False), group), name)
+    monkeypatch.setenv(entry.env, text)
+    by_variable = getattr(cls().resolve(), name)
+    by_variable_in_the_file = getattr(getattr(parse(
+        'downstream: {endpoint: "http://backend:4317"}\n', toml=False), group), name)
+    assert by_keyword == by_file == by_variable == by_variable_in_the_file == value
+
+
+def test_defaults_are_equal_in_both_but_the_declared_service_ones(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("yaml")
+    from tracescore._serve import parse
+
+    for _, _, entry in _table():
+        if entry.env:
+            monkeypatch.delenv(entry.env, raising=False)
+    config = parse('downstream: {endpoint: "http://backend:4317"}\n', toml=False)
+    differ = {}
+    for group, name, entry in _table():
+        in_process = getattr(_groups()[group]().resolve(), name)
+        assert in_process == entry.default, (group, name)
+        if entry.serve:
+            in_service = getattr(getattr(config, group), name)
+            if in_service != in_process:
+                differ[f"{group}.{name}"] = (in_process, in_service)
+    assert differ == {"limits.flush_timeout": (10.0, 20.0),
+                      "export.queue_bytes": (64 << 20, 128 << 20),
+                      "export.max_batch_spans": (512, 2048),
+                      "export.schedule_delay": (5.0, 0.0)}
+
+
+def test_the_flush_timeout_is_one_option_in_both(monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("yaml")
+    from tracescore._serve import parse
+
+    monkeypatch.setenv("TRACESCORE_FLUSH_TIMEOUT", "7")
+    assert tracescore.configure(exporter=False).flush_timeout == 7.0
+    config = parse('downstream: {endpoint: "http://backend:4317"}\n', toml=False)
+    assert config.limits.flush_timeout == config.shutdown_timeout == 7.0
+    instance = tracescore.configure(exporter=False,
+                                    limits=tracescore.LimitsOptions(flush_timeout=3))
+    assert instance.flush_timeout == instance.processor.flush_timeout == 3.0
+
+
+def test_the_renamed_names_are_still_accepted_with_a_warning(tmp_path: Path) -> None:
+    pytest.importorskip("yaml")
+    from opentelemetry.sdk.metrics import MeterProvider
+
+    from tracescore._serve import parse
+
+    with pytest.warns(DeprecationWarning, match=r"LimitsOptions\(flush_timeout=\.\.\.\)"):
+        instance = tracescore.configure(exporter=False, flush_timeout=4)
+    assert instance.flush_timeout == 4.0
+    with pytest.warns(DeprecationWarning) as caught:
+        tracescore.configure(exporter=False, flush_on_sigterm=False, console=False,
+                             meter_provider=MeterProvider(), phoenix_url=False)
+    assert sorted(str(w.message).split("=")[0] for w in caught) == [
+        "configure(console", "configure(flush_on_sigterm", "configure(meter_provider",
+        "configure(phoenix_url"]
+    with pytest.warns(DeprecationWarning, match="flush_timeout"):
+        config = parse('downstream: {endpoint: "http://backend:4317"}\nshutdown_timeout: 9\n',
+                       toml=False)
+    assert config.limits.flush_timeout == config.shutdown_timeout == 9.0
+    with pytest.raises(tracescore.ConfigurationError, match="both"), \
+            pytest.warns(DeprecationWarning):
+        tracescore.configure(exporter=False, console=False,
+                             output=tracescore.OutputOptions(console=True))
+
+
+def test_the_service_refuses_the_in_process_only_options_by_name() -> None:
+    pytest.importorskip("yaml")
+    from tracescore._serve import ServeConfigError, parse
+
+    with pytest.raises(ServeConfigError, match=r"export\.flush_on_sigterm is an option of "
+                                               r"configure\(\) in an application only"):
+        parse('downstream: {endpoint: "http://backend:4317"}\n'
+              'export: {flush_on_sigterm: false}\n', toml=False)
+
+
+def test_the_service_name_reads_the_same_variable(monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("yaml")
+    from tracescore._serve import parse
+
+    base = 'downstream: {endpoint: "http://backend:4317"}\n'
+    monkeypatch.delenv("OTEL_SERVICE_NAME", raising=False)
+    assert parse(base, toml=False).service_name == "tracescore-serve"
+    monkeypatch.setenv("OTEL_SERVICE_NAME", "scoring-east")
+    assert parse(base, toml=False).service_name == "scoring-east"
+    assert parse(base + "service_name: mine\n", toml=False).service_name == "mine"
+
+
+def test_the_documented_tables_are_the_option_table() -> None:
+    doc = (ROOT / "docs" / "configuration.md").read_text(encoding="utf-8")
+    check = subprocess.run([sys.executable, str(ROOT / "scripts" / "config_table.py"),
+                            "--check"], capture_output=True, text=True, timeout=60,
+                           env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert check.returncode == 0, check.stderr
+    # Every option has its row: name, variable and default as the table declares them.
+    for group, name, entry in _table():
+        assert f"<!-- options: {group} -->" in doc
+        row = f"| `{name}` | " + (f"`{entry.env}`" if entry.env else "")
+        assert row in doc, row
+    assert "TODO" not in doc

@@ -124,7 +124,8 @@ def test_scores_carry_it_on_the_event_log_record_and_callback_not_on_metrics() -
     received: list[tracescore.ScoreEvent] = []
     _, exporter = memory_configure(
         scoring=[tracescore.ScoringRule(scorer=ProbeScorer(), on="agent")],
-        logger_provider=logger_provider, meter_provider=MeterProvider(metric_readers=[reader]),
+        output=tracescore.OutputOptions(logger_provider=logger_provider,
+                                        meter_provider=MeterProvider(metric_readers=[reader])),
         on_score=received.append)
     with tracescore.conversation("chat-5", session_id="s-5", user_id="u-5"):
         answer("q")

@@ -18,7 +18,7 @@ from tests.helpers import ProbeScorer, finished, memory_configure
 from tracescore._setup import env as _env
 from tracescore.testing import runtime
 
-CAPTURE = _env.OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT
+CAPTURE = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
 PACKAGE = Path(tracescore.__file__).parent
 
 
@@ -31,6 +31,10 @@ def _fresh(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     for name in ("capture", "max_length", "disabled"):
         monkeypatch.setattr(rt, name, getattr(rt, name))
     yield
+
+
+def _capture() -> bool | None:
+    return tracescore.ContentOptions().resolve().capture
 
 
 def _warnings(caplog: pytest.LogCaptureFixture) -> list[str]:
@@ -108,7 +112,7 @@ def test_capture_content_accepts_enum_and_booleans(
     monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, value: str, expected: bool
 ) -> None:
     monkeypatch.setenv(CAPTURE, value)
-    assert _env.capture_content() is expected
+    assert _capture() is expected
     assert _warnings(caplog) == []
 
 
@@ -118,7 +122,7 @@ def test_capture_content_unset_is_on(monkeypatch: pytest.MonkeyPatch, value: str
         monkeypatch.delenv(CAPTURE, raising=False)
     else:
         monkeypatch.setenv(CAPTURE, value)
-    assert _env.capture_content() is True
+    assert _capture() is True
 
 
 @pytest.mark.parametrize("value", ["NO-CONTENT", "maybe", "SPAN", "2"])
@@ -126,7 +130,7 @@ def test_capture_content_unknown_is_off_with_a_warning(
     monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, value: str
 ) -> None:
     monkeypatch.setenv(CAPTURE, value)
-    assert _env.capture_content() is False
+    assert _capture() is False
     (message,) = _warnings(caplog)
     assert CAPTURE in message and "NO_CONTENT" in message
 
@@ -237,23 +241,26 @@ def test_otlp_protocol_prefers_the_traces_variable(monkeypatch: pytest.MonkeyPat
 
 
 def test_max_held_spans_unset_or_bad_means_no_cap(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv(_env.TRACESCORE_MAX_HELD_SPANS, raising=False)
-    assert _env.max_held_spans() is None
-    monkeypatch.setenv(_env.TRACESCORE_MAX_HELD_SPANS, "lots")
-    assert _env.max_held_spans() is None
-    monkeypatch.setenv(_env.TRACESCORE_MAX_HELD_SPANS, "12")
-    assert _env.max_held_spans() == 12
+    def held() -> int | None:
+        return tracescore.LimitsOptions().resolve().max_held_spans
+
+    monkeypatch.delenv("TRACESCORE_MAX_HELD_SPANS", raising=False)
+    assert held() is None
+    monkeypatch.setenv("TRACESCORE_MAX_HELD_SPANS", "lots")
+    assert held() is None
+    monkeypatch.setenv("TRACESCORE_MAX_HELD_SPANS", "12")
+    assert held() == 12
 
 
 # --- configure() and the environment ------------------------------------------------------------
 
 
 def test_flush_timeout_default_is_the_documented_one(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv(_env.TRACESCORE_FLUSH_TIMEOUT, raising=False)
+    monkeypatch.delenv("TRACESCORE_FLUSH_TIMEOUT", raising=False)
     inst, _ = memory_configure()
     try:
-        assert inst.flush_timeout == _env.DEFAULT_FLUSH_TIMEOUT == 10.0
-        assert inst.processor.flush_timeout == _env.DEFAULT_FLUSH_TIMEOUT
+        assert inst.flush_timeout == 10.0
+        assert inst.processor.flush_timeout == 10.0
     finally:
         tracescore.shutdown(2000)
 
@@ -261,17 +268,17 @@ def test_flush_timeout_default_is_the_documented_one(monkeypatch: pytest.MonkeyP
 def test_bad_environment_falls_back_bad_argument_raises(
     monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    monkeypatch.setenv(_env.TRACESCORE_FLUSH_TIMEOUT, "soon")
-    monkeypatch.setenv(_env.TRACESCORE_MAX_CONTENT_LENGTH, "-5")
+    monkeypatch.setenv("TRACESCORE_FLUSH_TIMEOUT", "soon")
+    monkeypatch.setenv("TRACESCORE_MAX_CONTENT_LENGTH", "-5")
     inst, _ = memory_configure()
     try:
-        assert inst.flush_timeout == _env.DEFAULT_FLUSH_TIMEOUT
-        assert runtime().max_length == _env.DEFAULT_MAX_CONTENT_LENGTH
+        assert inst.flush_timeout == 10.0
+        assert runtime().max_length == 16384
         assert len(_warnings(caplog)) == 2
     finally:
         tracescore.shutdown(2000)
     with pytest.raises(tracescore.ConfigurationError) as info:
-        tracescore.configure(exporter=False, flush_timeout=-1)
+        tracescore.configure(exporter=False, limits=tracescore.LimitsOptions(flush_timeout=-1))
     assert isinstance(info.value, ValueError)
     with pytest.raises(tracescore.ConfigurationError):
         tracescore.configure(exporter=False, capture_content="NO_CONTENT")  # type: ignore[arg-type]

@@ -88,7 +88,8 @@ def test_outage_loses_nothing_and_replays_in_order(tmp_path: Path) -> None:
     with first:
         tracescore.configure(exporter=_http_exporter(port),
                              export=tracescore.ExportOptions(retry_dir=str(tmp_path)),
-                             meter_provider=MeterProvider(metric_readers=[reader]))
+                             output=tracescore.OutputOptions(
+                                 meter_provider=MeterProvider(metric_readers=[reader])))
         _produce([f"before-{i}" for i in range(20)])
         assert tracescore.force_flush(10_000)
     # The backend is gone: what ends now waits on disk.
@@ -124,7 +125,8 @@ def test_counters_match_the_receiver_when_retry_is_off() -> None:
     with first:
         tracescore.configure(exporter=_http_exporter(first.port),
                              export=tracescore.ExportOptions(retry=False),
-                             meter_provider=MeterProvider(metric_readers=[reader]))
+                             output=tracescore.OutputOptions(
+                                 meter_provider=MeterProvider(metric_readers=[reader])))
         _produce([f"a{i}" for i in range(30)])
         assert tracescore.force_flush(10_000)
     _produce([f"b{i}" for i in range(40)])
@@ -230,7 +232,8 @@ def test_queue_is_bounded_by_bytes_and_every_drop_is_counted() -> None:
     exporter = _GatedExporter()
     reader = InMemoryMetricReader()
     tracescore.configure(exporter=exporter, export=tracescore.ExportOptions(queue_bytes=200_000),
-                         meter_provider=MeterProvider(metric_readers=[reader]))
+                         output=tracescore.OutputOptions(
+                             meter_provider=MeterProvider(metric_readers=[reader])))
     threads = [threading.Thread(target=_produce, args=([f"t{t}-{i}" for i in range(100)], 2000))
                for t in range(8)]
     for thread in threads:

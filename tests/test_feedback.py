@@ -149,7 +149,8 @@ def test_a_feedback_record_is_a_human_evaluation_of_the_span_over_otlp(
 
 
 def test_feedback_is_a_human_annotation_in_phoenix(backend: Backend) -> None:
-    inst, _ = memory_configure(phoenix_url=backend.url, scoring=[rule()])
+    inst, _ = memory_configure(output=tracescore.OutputOptions(phoenix_url=backend.url),
+                               scoring=[rule()])
     span = run_cases()[3]
     assert tracescore.force_flush(30_000)
     assert tracescore.record_feedback("faithfulness", span=span, label="pass",

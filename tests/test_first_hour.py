@@ -108,7 +108,7 @@ judge.route("answer_relevancy_verdicts", {"results": [{"result": "yes", "reason"
 judge.route("answer_relevancy_reason", {"reason": "Direct answer."})
 exporter = InMemoryScoreExporter()
 tracescore.configure(
-    judge=judge.as_judge(), exporter=exporter, flush_timeout=3,
+    judge=judge.as_judge(), exporter=exporter, limits=tracescore.LimitsOptions(flush_timeout=3),
     scoring=[tracescore.ScoringRule(scorer=create_answer_relevancy_scorer(), on="agent")],
 )
 
@@ -184,7 +184,7 @@ def test_a_flush_that_times_out_with_scores_pending_says_so(
         return "a"
 
     memory_configure(scoring=[tracescore.ScoringRule(scorer=Stuck(), on="agent")],
-                     flush_timeout=0.2)
+                     limits=tracescore.LimitsOptions(flush_timeout=0.2))
     agent("q")
     try:
         with caplog.at_level("WARNING", logger="tracescore"):

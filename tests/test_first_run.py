@@ -55,7 +55,7 @@ SCRIPT = textwrap.dedent('''
             answer(q)
         tracescore.shutdown()
     elif MODE == "quiet-argument":
-        configure(console=False)
+        configure(output=tracescore.OutputOptions(console=False))
         for q in EXPECTED:
             answer(q)
     elif MODE == "two-files":  # the file changes between configurations
@@ -232,4 +232,4 @@ def test_failed_scoring_shows_its_first_error_without_the_key(tmp_path: Path) ->
 
 def test_console_takes_a_bool() -> None:
     with pytest.raises(tracescore.ConfigurationError, match="console"):
-        tracescore.configure(console="no")  # type: ignore[arg-type]
+        tracescore.configure(output=tracescore.OutputOptions(console="no"))  # type: ignore[arg-type]

@@ -1146,7 +1146,8 @@ def test_force_flush_zero_and_absurd_deadlines() -> None:
                 await asyncio.sleep(0.005)
             return await super().arun(**kwargs)
 
-    _, exp = memory_configure(scoring=[rule(Gated(id="gated"))], flush_timeout=1e300)
+    _, exp = memory_configure(scoring=[rule(Gated(id="gated"))],
+                              limits=tracescore.LimitsOptions(flush_timeout=1e300))
 
     @tracescore.agent
     def answer(q: str) -> str:
@@ -1198,7 +1199,7 @@ def test_bad_env_values_warn_and_fall_back(monkeypatch: pytest.MonkeyPatch,
     assert len(eval_events(exp.get_finished_spans()[0])) == 1
 
 
-@pytest.mark.parametrize("option", ["limits.score_timeout", "flush_timeout",
+@pytest.mark.parametrize("option", ["limits.score_timeout", "limits.flush_timeout",
                                     "limits.max_queue_size", "content.max_length"])
 @pytest.mark.parametrize("value", [math.nan, math.inf])
 def test_non_finite_explicit_numbers_are_refused(option: str, value: float) -> None:
@@ -1207,11 +1208,9 @@ def test_non_finite_explicit_numbers_are_refused(option: str, value: float) -> N
         if group == "limits":
             tracescore.configure(exporter=False,
                                  limits=tracescore.LimitsOptions(**{field: value}))
-        elif group == "content":
+        else:
             tracescore.configure(exporter=False,
                                  content=tracescore.ContentOptions(**{field: value}))
-        else:
-            tracescore.configure(exporter=False, **{field: value})
 
 
 def test_huge_concurrency_costs_nothing_until_jobs_arrive() -> None:
@@ -1477,7 +1476,7 @@ EXIT_SCRIPT = textwrap.dedent(
     tracescore.configure(service_name="first", exporter=False)
     tracescore.configure(
         service_name="second", exporter=tracescore.FileSpanExporter({path!r}),
-        flush_timeout=0.5, limits=tracescore.LimitsOptions(score_timeout=60),
+        limits=tracescore.LimitsOptions(score_timeout=60, flush_timeout=0.5),
         scoring=[tracescore.ScoringRule(scorer={scorer}(id="hung"))],
     )
 
@@ -1499,7 +1498,8 @@ NONDAEMON_SCRIPT = textwrap.dedent(
     import tracescore
     from tests.helpers import ProbeScorer
 
-    tracescore.configure(exporter=tracescore.FileSpanExporter({path!r}), flush_timeout=5,
+    tracescore.configure(exporter=tracescore.FileSpanExporter({path!r}),
+                         limits=tracescore.LimitsOptions(flush_timeout=5),
                          scoring=[tracescore.ScoringRule(scorer=ProbeScorer(id="p"))])
 
     @tracescore.agent
@@ -1553,7 +1553,7 @@ EXIT_BUDGETS_SCRIPT = textwrap.dedent(
     tracescore.configure(service_name="first", exporter=False)
     inst = tracescore.configure(
         service_name="second", exporter=tracescore.FileSpanExporter({path!r}),
-        flush_timeout=2, limits=tracescore.LimitsOptions(score_timeout=60),
+        limits=tracescore.LimitsOptions(score_timeout=60, flush_timeout=2),
         scoring=[tracescore.ScoringRule(scorer=Hung(id="hung"))],
     )
     processor = inst.processor

@@ -160,7 +160,8 @@ def test_direct_reply_is_priced_once_per_model(judge_server: JudgeServer) -> Non
 @pytest.mark.parametrize("transport", ["direct", "litellm"])
 def test_client_metrics_name_the_transport(judge_server: JudgeServer, transport: str) -> None:
     reader = InMemoryMetricReader()
-    memory_configure(meter_provider=MeterProvider(metric_readers=[reader]))
+    memory_configure(
+        output=tracescore.OutputOptions(meter_provider=MeterProvider(metric_readers=[reader])))
     judge_server.route("test_statements", {"statements": ["x"]})
     ask(make_judge(judge_server, transport=transport))
     data = reader.get_metrics_data()

@@ -190,7 +190,7 @@ def test_overload_stays_within_caps_and_exports_every_span() -> None:
         scoring=[tracescore.ScoringRule(scorer=SlowScorer(id="slow"))],
         limits=tracescore.LimitsOptions(max_queue_size=20, max_held_spans=8, max_concurrency=4,
                                         score_timeout=30),
-        meter_provider=MeterProvider(metric_readers=[reader]),
+        output=tracescore.OutputOptions(meter_provider=MeterProvider(metric_readers=[reader])),
     )
     processor = inst.processor
 
@@ -227,7 +227,7 @@ def test_score_metrics_and_self_metrics() -> None:
         scoring=[tracescore.ScoringRule(scorer=costly, threshold=0.5),
                  tracescore.ScoringRule(scorer=failing),
                  tracescore.ScoringRule(scorer=empty, on="tool")],
-        meter_provider=MeterProvider(metric_readers=[reader]),
+        output=tracescore.OutputOptions(meter_provider=MeterProvider(metric_readers=[reader])),
     )
 
     @tracescore.tool
@@ -267,7 +267,7 @@ def test_log_based_events_carry_the_scored_span_ids() -> None:
     provider = LoggerProvider()
     provider.add_log_record_processor(SimpleLogRecordProcessor(logs))
     _, exp = memory_configure(scoring=[tracescore.ScoringRule(scorer=ProbeScorer())],
-                              logger_provider=provider)
+                              output=tracescore.OutputOptions(logger_provider=provider))
 
     @tracescore.agent
     def answer(q: str) -> str:
@@ -297,7 +297,7 @@ def test_judge_calls_recorded_with_genai_client_metrics(judge_server: JudgeServe
     reader = InMemoryMetricReader()
     _, exp = memory_configure(
         scoring=[tracescore.ScoringRule(scorer=create_answer_relevancy_scorer(model=judge))],
-        meter_provider=MeterProvider(metric_readers=[reader]),
+        output=tracescore.OutputOptions(meter_provider=MeterProvider(metric_readers=[reader])),
     )
 
     @tracescore.agent
@@ -357,7 +357,7 @@ def test_jobs_cut_by_shutdown_are_counted_as_dropped() -> None:
         scoring=[tracescore.ScoringRule(scorer=Hung(id="hung")),
                  tracescore.ScoringRule(scorer=quick)],
         limits=tracescore.LimitsOptions(max_concurrency=1),
-        meter_provider=MeterProvider(metric_readers=[reader]),
+        output=tracescore.OutputOptions(meter_provider=MeterProvider(metric_readers=[reader])),
     )
 
     @tracescore.agent
@@ -399,7 +399,7 @@ def test_storm_of_429s(judge_server: JudgeServer) -> None:
                              api_key="sk-test", timeout=5, max_retries=1, retry_backoff=0.01)
     _, exp = memory_configure(
         judge=judge, scoring=[tracescore.ScoringRule(scorer=create_answer_relevancy_scorer())],
-        meter_provider=MeterProvider(metric_readers=[reader]),
+        output=tracescore.OutputOptions(meter_provider=MeterProvider(metric_readers=[reader])),
     )
 
     @tracescore.agent
@@ -452,7 +452,8 @@ from tracescore.scorers import create_answer_relevancy_scorer
 judge = tracescore.Judge("openai/test-judge", api_base={api_base!r}, api_key="sk-test",
                          timeout=10, max_retries=0)
 tracescore.configure(
-    judge=judge, exporter=tracescore.FileSpanExporter({path!r}), flush_timeout=20,
+    judge=judge, exporter=tracescore.FileSpanExporter({path!r}),
+    limits=tracescore.LimitsOptions(flush_timeout=20),
     scoring=[tracescore.ScoringRule(scorer=create_answer_relevancy_scorer())],
 )
 

@@ -56,7 +56,7 @@ def _warned_maxima(records: list[logging.LogRecord]) -> dict[str, float]:
 
 
 def test_the_tables_list_every_numeric_setting() -> None:
-    assert len(VARIABLES) == 21 and len(FIELDS) == 18
+    assert len(VARIABLES) == 21 and len(FIELDS) == 17
     assert VARIABLES["TRACESCORE_EXPORT_QUEUE_BYTES"] == 16 * GIB
 
 
@@ -125,10 +125,11 @@ def test_explicit_options_past_their_maximum_warn_and_take_it(
 
 def test_configure_flush_timeout_past_its_maximum(caplog: pytest.LogCaptureFixture) -> None:
     with caplog.at_level(logging.WARNING, logger="tracescore"):
-        instance = tracescore.configure(exporter=False, flush_timeout=1e23)
+        instance = tracescore.configure(exporter=False,
+                                        limits=tracescore.LimitsOptions(flush_timeout=1e23))
     tracescore.shutdown(5000)
     assert instance.flush_timeout == 3600
-    assert "configure(flush_timeout=...)" in _warned_maxima(caplog.records)
+    assert "LimitsOptions(flush_timeout=...)" in _warned_maxima(caplog.records)
 
 
 @pytest.mark.parametrize("value", ["²", "9" * 5000, "-3", "1.5"])

@@ -21,6 +21,8 @@ PUBLIC = [
     "tool",
     # issue 24: conversations and users, spans for code that is not a function call
     "conversation", "span", "SpanBlock",
+    # issue 32: the fifth option group (configure() with 12 parameters)
+    "OutputOptions",
 ]
 
 SCORERS = [

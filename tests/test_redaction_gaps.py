@@ -123,7 +123,8 @@ def _strings(value: Any) -> list[str]:
 
 
 def test_feedback_is_redacted_on_the_log_record_and_the_annotation(backend: Any) -> None:
-    tracescore.configure(service_name="feedback", phoenix_url=backend.url)
+    tracescore.configure(service_name="feedback",
+                         output=tracescore.OutputOptions(phoenix_url=backend.url))
     assert tracescore.record_feedback(
         "user_thumbs", trace_id="ab" * 16, span_id="cd" * 8, score=0.0,
         label=f"password={PASSWORD}",
@@ -168,7 +169,8 @@ def test_ids_and_scorer_names_are_redacted_and_bounded_on_every_signal(
 
     reader = InMemoryMetricReader()
     tracescore.configure(
-        service_name="ids", meter_provider=MeterProvider(metric_readers=[reader]),
+        service_name="ids",
+        output=tracescore.OutputOptions(meter_provider=MeterProvider(metric_readers=[reader])),
         scoring=[tracescore.ScoringRule(scorer=ProbeScorer(id=f"probe-{KEYS[9]}"), on="agent"),
                  tracescore.ScoringRule(scorer=ProbeScorer(id="p" * 100_000), on="agent")])
 

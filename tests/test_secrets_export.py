@@ -180,8 +180,10 @@ def test_an_agent_name_that_is_a_key_stays_off_metrics_and_log_records(
     log_provider = LoggerProvider()
     log_provider.add_log_record_processor(SimpleLogRecordProcessor(logs))
     reader = InMemoryMetricReader()
-    tracescore.configure(exporter=InMemorySpanExporter(), logger_provider=log_provider,
-                         meter_provider=MeterProvider(metric_readers=[reader]),
+    tracescore.configure(exporter=InMemorySpanExporter(),
+                         output=tracescore.OutputOptions(
+                             logger_provider=log_provider,
+                             meter_provider=MeterProvider(metric_readers=[reader])),
                          scoring=[tracescore.ScoringRule(scorer=ProbeScorer(), on="agent")])
     try:
         @tracescore.agent(name=ENV_KEY)

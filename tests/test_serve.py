@@ -35,6 +35,8 @@ from tracescore._serve import ServeConfigError, parse, start
 from tracescore._serve.app import RunningService
 
 TESTS = Path(__file__).parent
+# Children import this checkout's tracescore, not whichever one is installed.
+_PATH = os.pathsep.join((str(TESTS), str(TESTS.resolve().parent)))
 
 
 def _config(endpoint: str, rules: str = "", extra: str = "") -> Any:
@@ -42,7 +44,7 @@ def _config(endpoint: str, rules: str = "", extra: str = "") -> Any:
 downstream: {{endpoint: "{endpoint}", protocol: grpc, compression: none}}
 receivers: {{grpc: {{endpoint: "127.0.0.1:0"}}, http: {{endpoint: "127.0.0.1:0"}}}}
 metrics_interval: 0.2
-shutdown_timeout: 10
+limits: {{flush_timeout: 10}}
 trace: {{idle: 0.5, settle_after_root: 0.3, max_wait: 30}}
 rules:
 {rules or '  []'}
@@ -197,7 +199,7 @@ def test_cli_check_validates_the_file(tmp_path: Path) -> None:
                     "rules:\n  - scorer: content-similarity\n    on: agent\n")
     bad = tmp_path / "bad.toml"
     bad.write_text('[downstream]\nendpoint = "backend"\n')
-    env = {**os.environ, "PYTHONPATH": str(TESTS)}
+    env = {**os.environ, "PYTHONPATH": _PATH}
     ok = subprocess.run([sys.executable, "-m", "tracescore", "serve", "--config", str(good),
                          "--check"], capture_output=True, text=True, env=env, timeout=120)
     assert ok.returncode == 0, ok.stderr
@@ -300,8 +302,9 @@ def test_http_receiver_takes_gzip_protobuf(serve: Any, receiver: FullReceiver) -
 GATED = """  - factory: "test_serve_support:gated_scorer"
     on: agent
 """
-SMALL_QUEUE = "limits: {max_queue_size: 4, max_concurrency: 2, score_timeout: 60}\n" \
-              "backpressure: {high_water: 0.5, retry_after: 0.25}"
+SMALL_QUEUE = ("limits: {max_queue_size: 4, max_concurrency: 2, score_timeout: 60, "
+               "flush_timeout: 10}\n"
+               "backpressure: {high_water: 0.5, retry_after: 0.25}")
 
 
 def test_full_scoring_queue_answers_resource_exhausted_with_retry_info(
@@ -378,7 +381,7 @@ def run_two_services(endpoint: str, n: int, seed: int, timeout: float = 600,
     """The agent service's traceparents piped into the retrieval service; each exports its own
     part of every trace to ``endpoint`` (``pace``: seconds between traces), in batches every
     100 ms as a busy service streams them."""
-    env = {**os.environ, "PYTHONPATH": str(TESTS), "OTEL_BSP_SCHEDULE_DELAY": "100"}
+    env = {**os.environ, "PYTHONPATH": _PATH, "OTEL_BSP_SCHEDULE_DELAY": "100"}
     script = str(TESTS / "test_serve_support.py")
     agent = subprocess.Popen([sys.executable, script, "agent", endpoint, str(n), str(seed),
                               str(pace)], stdout=subprocess.PIPE, env=env)

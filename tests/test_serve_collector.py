@@ -32,6 +32,8 @@ from test_serve_support import FullReceiver, reference_scores, scores_by_trace
 
 ROOT = Path(__file__).resolve().parent.parent
 TESTS = ROOT / "tests"
+# Children import this checkout's tracescore, not whichever one is installed.
+_PATH = os.pathsep.join((str(TESTS), str(ROOT)))
 N_TRACES = int(os.environ.get("TRACESCORE_SERVE_TRACES", "2000"))
 SEED = 20261201
 RATE = 0.5
@@ -102,9 +104,9 @@ downstream: {{endpoint: "{downstream}", protocol: grpc, compression: none}}
 receivers: {{grpc: {{endpoint: "127.0.0.1:{grpc}"}},
             http: {{endpoint: "127.0.0.1:{http}"}}{receivers}}}
 metrics_interval: 1
-shutdown_timeout: 30
 trace: {{idle: 15, settle_after_root: {settle}, max_wait: 120}}
-limits: {{max_queue_size: {queue}, max_concurrency: {concurrency}, score_timeout: 60}}
+limits: {{max_queue_size: {queue}, max_concurrency: {concurrency}, score_timeout: 60,
+          flush_timeout: 30}}
 backpressure: {{high_water: 0.5, retry_after: 0.5}}
 export: {{retry_dir: "{spool}"}}
 rules:
@@ -165,7 +167,7 @@ class Replica:
         self.ready_url = f"http://127.0.0.1:{self.http}/readyz"
 
     def start(self) -> None:
-        env = {**os.environ, "PYTHONPATH": str(TESTS), "LITELLM_OFFLINE_MODE": "true"}
+        env = {**os.environ, "PYTHONPATH": _PATH, "LITELLM_OFFLINE_MODE": "true"}
         with open(self.log, "ab") as log:
             self.proc = subprocess.Popen(
                 [sys.executable, "-m", "tracescore", "serve", "--config", str(self.config)],
@@ -285,7 +287,7 @@ def test_a_replica_killed_mid_run_loses_only_what_it_held(
         fleet_factory: Any, reference: dict[str, float]) -> None:
     # A short settle window keeps what a replica holds small.
     fleet = fleet_factory(settle=2)
-    env = {**os.environ, "PYTHONPATH": str(TESTS)}
+    env = {**os.environ, "PYTHONPATH": _PATH}
     script = str(TESTS / "test_serve_support.py")
     pace = 0.01
     agent = subprocess.Popen([sys.executable, script, "agent", fleet.endpoint, str(N_TRACES),
@@ -361,7 +363,7 @@ def test_forward_first_a_replica_killed_under_load_loses_no_span(fleet_factory: 
     downstream, so SIGKILL under load loses no span (what it had not answered, the Collector
     sends again: duplicates are allowed, losses are not); scores in flight may be lost."""
     fleet = fleet_factory(settle=2, mode="forward_first")
-    env = {**os.environ, "PYTHONPATH": str(TESTS)}
+    env = {**os.environ, "PYTHONPATH": _PATH}
     script = str(TESTS / "test_serve_support.py")
     agent = subprocess.Popen([sys.executable, script, "agent", fleet.endpoint, str(N_TRACES),
                               str(SEED), "0.005"], stdout=subprocess.PIPE, env=env)

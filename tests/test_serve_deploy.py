@@ -67,7 +67,7 @@ def test_kubernetes_objects_fit_together() -> None:
     assert {e["name"]: e["valueFrom"]["secretKeyRef"]["name"] for e in collector_env["env"]}[
         "TRACESCORE_SERVE_TOKEN"] == token_secret
     assert deployment["spec"]["template"]["spec"]["terminationGracePeriodSeconds"] > \
-        serve_config.shutdown_timeout
+        serve_config.limits.flush_timeout
     otelcol = yaml.safe_load(_one(collector, "ConfigMap")["data"]["config.yaml"])
     dns = otelcol["exporters"]["loadbalancing"]["resolver"]["dns"]
     name = headless["metadata"]["name"]

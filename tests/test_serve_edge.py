@@ -41,7 +41,7 @@ def _config(endpoint: str, receivers: str = "", extra: str = "", rules: str = "[
 downstream: {{endpoint: "{endpoint}", protocol: grpc, compression: none}}
 receivers: {{grpc: {{endpoint: "127.0.0.1:0"}}, http: {{endpoint: "127.0.0.1:0"}}{receivers}}}
 metrics_interval: 0.2
-shutdown_timeout: 10
+limits: {{flush_timeout: 10}}
 rules: {rules}
 {extra}
 """, toml=False)

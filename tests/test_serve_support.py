@@ -98,7 +98,8 @@ def reference_scores(n: int, seed: int, sample_rate: float) -> dict[str, float]:
     exporter = InMemoryScoreExporter()
     provider = TracerProvider(id_generator=SeededIdGenerator(seed))
     tracescore.configure(
-        tracer_provider=provider, exporter=exporter, flush_on_sigterm=False,
+        tracer_provider=provider, exporter=exporter,
+        export=tracescore.ExportOptions(flush_on_sigterm=False),
         scoring=[tracescore.ScoringRule(scorer=grounding_scorer(), on="agent",
                                         sample_rate=sample_rate)])
 
@@ -134,7 +135,8 @@ def _configure_sender(endpoint: str, seed: int, service: str) -> Any:
 
     provider = TracerProvider(id_generator=SeededIdGenerator(seed),
                               resource=Resource.create({"service.name": service}))
-    tracescore.configure(tracer_provider=provider, flush_on_sigterm=False,
+    tracescore.configure(tracer_provider=provider,
+                         export=tracescore.ExportOptions(flush_on_sigterm=False),
                          exporter=OTLPSpanExporter(endpoint=endpoint, insecure=True))
     return provider
 

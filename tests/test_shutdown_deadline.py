@@ -37,7 +37,8 @@ class HungExporter(SpanExporter):
 def hung() -> Iterator[tuple[HungExporter, list[list[Any]]]]:
     exporter = HungExporter()
     # A long default deadline: the shutdown's must visibly be the short one, not this.
-    inst = tracescore.configure(exporter=exporter, flush_timeout=30)
+    inst = tracescore.configure(exporter=exporter,
+                                limits=tracescore.LimitsOptions(flush_timeout=30))
     processor = inst.processor
     calls: list[list[Any]] = []
     original = processor.force_flush

@@ -43,10 +43,13 @@ CHILD = textwrap.dedent(
 
     if mode == "user_before":
         signal.signal(signal.SIGTERM, user_handler)
-    kwargs = {{"flush_on_sigterm": False}} if mode == "opt_out_argument" else {{}}
-    tracescore.configure(service_name="sigterm", flush_timeout=5, **kwargs)
+    kwargs = ({{"export": tracescore.ExportOptions(flush_on_sigterm=False)}}
+              if mode == "opt_out_argument" else {{}})
+    tracescore.configure(service_name="sigterm",
+                         limits=tracescore.LimitsOptions(flush_timeout=5), **kwargs)
     if mode == "reconfigured_off":
-        tracescore.configure(service_name="sigterm", flush_on_sigterm=False)
+        tracescore.configure(service_name="sigterm",
+                             export=tracescore.ExportOptions(flush_on_sigterm=False))
     if mode == "user_after":
         signal.signal(signal.SIGTERM, user_handler)
 

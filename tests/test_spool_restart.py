@@ -46,7 +46,7 @@ CHILD = textwrap.dedent("""
     tracescore.configure(
         service_name="killed",
         exporter=OTLPSpanExporter(endpoint=f"http://127.0.0.1:{port}/v1/traces", timeout=1),
-        export=tracescore.ExportOptions(retry_dir=spool_dir), flush_on_sigterm=False)
+        export=tracescore.ExportOptions(retry_dir=spool_dir, flush_on_sigterm=False))
 
     @tracescore.tool(name="step")
     def step(i: int) -> int:

@@ -33,7 +33,8 @@ def reader() -> Any:
 
 @pytest.fixture
 def exporter(reader: Any) -> Any:
-    _, exp = memory_configure(meter_provider=MeterProvider(metric_readers=[reader]))
+    _, exp = memory_configure(
+        output=tracescore.OutputOptions(meter_provider=MeterProvider(metric_readers=[reader])))
     yield exp
     tracescore.shutdown(2000)
 
@@ -473,8 +474,9 @@ def test_agent_of_a_stream_consumed_outside_it(exporter: Any, reader: Any) -> No
 
 
 def test_usage_needs_no_content_capture_and_spares_other_kinds(reader: Any) -> None:
-    _, exporter = memory_configure(capture_content=False,
-                                   meter_provider=MeterProvider(metric_readers=[reader]))
+    _, exporter = memory_configure(
+        capture_content=False,
+        output=tracescore.OutputOptions(meter_provider=MeterProvider(metric_readers=[reader])))
     try:
         @tracescore.llm
         def call(prompt: str) -> Any:
@@ -578,7 +580,8 @@ def test_usage_reaches_an_otlp_receiver(monkeypatch: Any) -> None:
 
 
 def test_other_instrumentations_model_calls_count_once_per_agent(reader: Any) -> None:
-    inst, exporter = memory_configure(meter_provider=MeterProvider(metric_readers=[reader]))
+    inst, exporter = memory_configure(
+        output=tracescore.OutputOptions(meter_provider=MeterProvider(metric_readers=[reader])))
     oi = inst.tracer_provider.get_tracer("openinference.instrumentation.openai")
     langchain = inst.tracer_provider.get_tracer("openinference.instrumentation.langchain")
     genai = inst.tracer_provider.get_tracer("opentelemetry.instrumentation.genai.openai")

@@ -273,7 +273,7 @@ def test_a_custom_exporter_gets_no_log_provider_of_ours() -> None:
 
 
 def test_scores_are_posted_to_phoenix_as_span_annotations(backend: Backend) -> None:
-    inst, exp = memory_configure(phoenix_url=backend.url + "/",
+    inst, exp = memory_configure(output=tracescore.OutputOptions(phoenix_url=backend.url + "/"),
                                  scoring=[rule(ProbeScorer(id="answer-relevancy"))])
     answer("q")
     (span,) = finished(exp, 30_000)
@@ -302,7 +302,8 @@ def test_phoenix_failures_are_counted_not_raised(
     backend.fail_annotations = True
     reader = InMemoryMetricReader()
     monkeypatch.setenv("TRACESCORE_PHOENIX_URL", backend.url)
-    inst, _ = memory_configure(meter_provider=MeterProvider(metric_readers=[reader]),
+    inst, _ = memory_configure(
+        output=tracescore.OutputOptions(meter_provider=MeterProvider(metric_readers=[reader])),
                                scoring=[rule(ProbeScorer())])
     answer("q")
     assert tracescore.force_flush(30_000)
@@ -315,7 +316,7 @@ def test_phoenix_failures_are_counted_not_raised(
 
 def test_phoenix_url_must_be_a_url() -> None:
     with pytest.raises(tracescore.ConfigurationError, match="phoenix_url"):
-        tracescore.configure(phoenix_url="localhost:6006")
+        tracescore.configure(output=tracescore.OutputOptions(phoenix_url="localhost:6006"))
 
 
 # -- 4. metrics that alert ------------------------------------------------------------------------
@@ -329,7 +330,8 @@ def metric_points(reader: InMemoryMetricReader, name: str) -> list[Any]:
 
 def test_the_score_histogram_links_to_the_trace_and_names_the_agent() -> None:
     reader = InMemoryMetricReader()
-    _, exp = memory_configure(meter_provider=MeterProvider(metric_readers=[reader]),
+    _, exp = memory_configure(
+        output=tracescore.OutputOptions(meter_provider=MeterProvider(metric_readers=[reader])),
                               scoring=[rule(ProbeScorer())])
     answer("q")
     (span,) = finished(exp)

@@ -39,7 +39,13 @@ from tracescore._instrument.conversation import conversation
 from tracescore._instrument.decorators import agent, llm, retrieval, tool
 from tracescore._pipeline.rules import ScoringRule
 from tracescore._setup.config import Tracescore, configure, force_flush, shutdown, stats
-from tracescore._setup.options import ContentOptions, ExportOptions, LimitsOptions, RedactionOptions
+from tracescore._setup.options import (
+    ContentOptions,
+    ExportOptions,
+    LimitsOptions,
+    OutputOptions,
+    RedactionOptions,
+)
 
 from ._judge import Judge
 from ._version import __version__
@@ -107,6 +113,7 @@ __all__ = [
     "JudgeUnavailableError",
     "LimitsOptions",
     "NoJudgeConfiguredError",
+    "OutputOptions",
     "RedactionOptions",
     "ScoreEvent",
     "ScorerError",

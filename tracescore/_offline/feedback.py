@@ -5,7 +5,7 @@ or trace that ended long ago: it goes out as a ``gen_ai.evaluation.result`` log 
 the judged span's trace and span ids, exactly like tracescore's own scores, with the evaluator
 marked as human (``tracescore.evaluation.annotator_kind`` = ``HUMAN``, Phoenix's term for an
 annotator, where tracescore's automated scores are ``LLM`` or ``CODE``); and, where Phoenix is
-configured (``configure(phoenix_url=...)``), as a span annotation with ``annotator_kind``
+configured (``OutputOptions(phoenix_url=...)``), as a span annotation with ``annotator_kind``
 ``HUMAN``.
 
 ``calibrate_feedback`` reads such records back, from the OTLP/JSON lines file tracescore's file
@@ -100,7 +100,7 @@ def record_feedback(
     The verdict goes out as a ``gen_ai.evaluation.result`` log record in the judged span's
     trace, with that span's id, through the log-record destination ``configure()`` set up
     (OTLP, or ``tracescore-logs.jsonl`` next to the local span file; see
-    ``configure(logger_provider=...)``); and, when Phoenix is configured, as a span annotation
+    ``OutputOptions(logger_provider=...)``); and, when Phoenix is configured, as a span annotation
     with ``annotator_kind`` ``HUMAN``. Attributes: ``gen_ai.evaluation.name``,
     ``gen_ai.evaluation.score.value``, ``gen_ai.evaluation.score.label``,
     ``gen_ai.evaluation.explanation`` and ``tracescore.evaluation.annotator_kind`` =

@@ -12,7 +12,7 @@ until the budget is spent. A value that fits is handed over as it is (same objec
 one that does not becomes a cut copy (containers become ``dict``/``list``, objects their model
 dump, dataclass fields or ``repr``).
 
-Only the standard library and ``_env`` are imported.
+Only the standard library and the option table (``_setup.options``) are imported.
 """
 
 from __future__ import annotations
@@ -22,7 +22,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from tracescore._setup import env as _env
+from tracescore._setup.options import LimitsOptions
+from tracescore._setup.options import fields as _table
+
+# The defaults, from the option table (LimitsOptions.max_scoring_*).
+_DEFAULT = {entry.name: entry.default for entry in _table(LimitsOptions)}
 
 __all__ = ["InputCaps", "cap_kwargs"]
 
@@ -46,17 +50,18 @@ class InputCaps:
             ``TRACESCORE_MAX_SCORING_DOCUMENT_LENGTH``, default 8,000.
     """
 
-    max_length: int = _env.DEFAULT_MAX_SCORING_LENGTH
-    max_documents: int = _env.DEFAULT_MAX_SCORING_DOCUMENTS
-    max_document_length: int = _env.DEFAULT_MAX_SCORING_DOCUMENT_LENGTH
+    max_length: int = _DEFAULT["max_scoring_length"]
+    max_documents: int = _DEFAULT["max_scoring_documents"]
+    max_document_length: int = _DEFAULT["max_scoring_document_length"]
 
     @classmethod
     def from_env(cls) -> InputCaps:
-        """The caps the environment sets (defaults where it sets none)."""
+        """The caps the environment sets (the option table's defaults where it sets none)."""
+        limits = LimitsOptions().resolve()
         return cls(
-            max_length=_env.max_scoring_length(),
-            max_documents=_env.max_scoring_documents(),
-            max_document_length=_env.max_scoring_document_length(),
+            max_length=int(limits.max_scoring_length or 0),
+            max_documents=int(limits.max_scoring_documents or 0),
+            max_document_length=int(limits.max_scoring_document_length or 0),
         )
 
 

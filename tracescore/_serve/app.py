@@ -39,7 +39,7 @@ class RunningService:
         self.clean = False
 
     def stop(self, timeout: float | None = None) -> bool:
-        """Drain, within ``timeout`` seconds (default ``shutdown_timeout``): turn unready while
+        """Drain, within ``timeout`` seconds (default ``limits.flush_timeout``): turn unready while
         still taking requests until the traces with spans waiting are complete (half the
         budget at most: their late spans still arrive, so they are scored with them), then
         refuse new requests, let requests in progress finish, score and forward what was
@@ -122,7 +122,7 @@ def start(config: ServeConfig, **service_options: Any) -> RunningService:
 
 
 def serve_forever(config: ServeConfig) -> int:
-    """Run until SIGTERM or SIGINT, then drain within ``shutdown_timeout``.
+    """Run until SIGTERM or SIGINT, then drain within ``limits.flush_timeout``.
 
     Returns:
         0 when everything accepted was forwarded, 1 otherwise.

@@ -10,14 +10,16 @@ typo is reported instead of ignored; ``ServeConfigError`` lists each bad field b
 
 The sections ``limits``, ``export`` and ``redaction`` validate into the very classes
 ``configure()`` takes (``tracescore.LimitsOptions``, ``ExportOptions``, ``RedactionOptions``),
-with the same environment variables and defaults; the service's own defaults for three export
-fields are ``tracescore._setup.options.SERVE_EXPORT_DEFAULTS`` (documented in
-docs/configuration.md).
+with the same environment variables and defaults, all read from the option table
+(``tracescore._setup.options``); the few service defaults that differ (three export fields and
+``limits.flush_timeout``) are declared there too, and the fields the table marks in process
+only (``export.flush_on_sigterm``, ``redaction.callback``) are refused with a message that says
+so.
 A rule is a ``tracescore.ScoringRule`` whose scorer is named (``scorer``/``factory`` and
-``options``); its other keys are ``ScoringRule``'s own, checked by it. The older section names
-(``scoring`` for ``limits``, ``limits`` for the Redis settings now under ``fleet``,
-``export.redact`` for ``redaction.foreign_spans``) are read for one more release with a
-``DeprecationWarning``.
+``options``); its other keys are ``ScoringRule``'s own, checked by it. The older section
+names (``scoring`` for ``limits``, ``limits`` for the Redis settings now under ``fleet``,
+``export.redact`` for ``redaction.foreign_spans``, ``shutdown_timeout`` for
+``limits.flush_timeout``) are read for one more release with a ``DeprecationWarning``.
 
 Example (YAML)::
 
@@ -42,12 +44,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from tracescore._core.errors import ConfigurationError
 from tracescore._pipeline.rules import ScoringRule
 from tracescore._setup import env as _env
-from tracescore._setup.options import (
-    SERVE_EXPORT_DEFAULTS,
-    ExportOptions,
-    LimitsOptions,
-    RedactionOptions,
-)
+from tracescore._setup import options as _options
+from tracescore._setup.options import ExportOptions, LimitsOptions, RedactionOptions
 
 _REFERENCE = re.compile(r"\$\$|\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 MIB = 1024 * 1024
@@ -80,7 +78,6 @@ SERVE_MAXIMA: dict[str, float] = {
     "fleet.lease_seconds": 3_600.0,
     "fleet.refresh_interval": 3_600.0,
     "metrics_interval": 86_400.0,
-    "shutdown_timeout": 86_400.0,
 }
 
 
@@ -319,7 +316,7 @@ class ServeConfig(_Model):
 
     _section: ClassVar[str | None] = ""
 
-    service_name: str = "tracescore-serve"
+    service_name: str | None = None
     mode: Literal["hold", "forward_first"] = "hold"
     downstream: Downstream
     receivers: Receivers = Receivers()
@@ -332,16 +329,37 @@ class ServeConfig(_Model):
     backpressure: Backpressure = Backpressure()
     fleet: Fleet = Fleet()
     metrics_interval: float = Field(default=10.0, gt=0)
-    shutdown_timeout: float = Field(default=20.0, gt=0)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _in_process_only(cls, data: Any) -> Any:
+        # The option table marks what a file cannot mean (a function, the SIGTERM handler of an
+        # application): refused by name rather than silently ignored.
+        if isinstance(data, dict):
+            for entry in _options.table():
+                section = data.get(entry.group)
+                if not entry.serve and isinstance(section, dict) and entry.name in section:
+                    raise ValueError(f"{entry.group}.{entry.name} is an option of configure() "
+                                     "in an application only; the service does not take it")
+        return data
 
     @model_validator(mode="after")
     def _resolved(self) -> ServeConfig:
-        # The None fields take the environment's values, else the defaults (the service's own
-        # for the export fields SERVE_EXPORT_DEFAULTS names), once, here.
-        object.__setattr__(self, "limits", self.limits.resolve())
-        object.__setattr__(self, "export", self.export.resolve(SERVE_EXPORT_DEFAULTS))
-        object.__setattr__(self, "redaction", self.redaction.resolve())
+        # The None fields take the environment's values, else the option table's defaults (the
+        # service's own where the table gives one), once, here.
+        object.__setattr__(self, "limits", self.limits.resolve(serve=True))
+        object.__setattr__(self, "export", self.export.resolve(serve=True))
+        object.__setattr__(self, "redaction", self.redaction.resolve(serve=True))
+        if self.service_name is None:
+            (entry,) = (e for e in _options.TOP_LEVEL if e.name == "service_name")
+            object.__setattr__(self, "service_name", entry.from_env(serve=True))
         return self
+
+    @property
+    def shutdown_timeout(self) -> float:
+        """The drain's deadline at SIGTERM in seconds: ``limits.flush_timeout`` (the name
+        ``configure()`` has for it; ``shutdown_timeout:`` in a file is its older name)."""
+        return float(self.limits.flush_timeout or 0)
 
     @property
     def scoring(self) -> LimitsOptions:
@@ -442,8 +460,9 @@ _FLEET_KEYS = ("redis_url", "key_prefix", "lease_seconds", "refresh_interval")
 
 def _older_sections(data: dict[str, Any]) -> None:
     """Read the section names of the previous release, with a ``DeprecationWarning``:
-    ``scoring`` is now ``limits``, the Redis keys of ``limits`` are now ``fleet``, and
-    ``export.redact`` is ``redaction.foreign_spans``."""
+    ``scoring`` is now ``limits``, the Redis keys of ``limits`` are now ``fleet``,
+    ``export.redact`` is ``redaction.foreign_spans`` and ``shutdown_timeout`` is
+    ``limits.flush_timeout``."""
     limits = data.get("limits")
     if isinstance(limits, dict) and any(key in limits for key in _FLEET_KEYS):
         warnings.warn("tracescore serve: the Redis settings moved from 'limits:' to 'fleet:' "
@@ -458,6 +477,14 @@ def _older_sections(data: dict[str, Any]) -> None:
         redaction = data.setdefault("redaction", {})
         if isinstance(redaction, dict):
             redaction.setdefault("foreign_spans", export.pop("redact"))
+    if "shutdown_timeout" in data:
+        warnings.warn("tracescore serve: 'shutdown_timeout:' is now 'limits: {flush_timeout: "
+                      "...}', the name configure() has for it (docs/configuration.md)",
+                      DeprecationWarning, stacklevel=4)
+        timeout = data.pop("shutdown_timeout")
+        limits = data.setdefault("limits", {})
+        if isinstance(limits, dict):
+            limits.setdefault("flush_timeout", timeout)
     if "scoring" in data:
         warnings.warn("tracescore serve: the 'scoring:' section is now 'limits:' "
                       "(docs/configuration.md)", DeprecationWarning, stacklevel=4)

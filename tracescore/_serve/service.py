@@ -110,7 +110,7 @@ class ScoringService:
         self.processor, self.telemetry = build_scoring(
             self.runtime, self.rules, config.limits,
             downstream=ScoresOnly(self.export) if self.forward_first else self.export,
-            flush_timeout=config.shutdown_timeout,
+            flush_timeout=float(config.limits.flush_timeout or 0),
             meter_provider=self._meter_provider or _noop_meter_provider(),
             logger_provider=self._logger_provider or _noop_logger_provider(),
             trace_buffer=self.buffer, defer=self._defer)
@@ -282,7 +282,7 @@ class ScoringService:
 
     def shutdown(self, timeout: float | None = None) -> bool:
         """Score and forward everything accepted, within ``timeout`` seconds (default
-        ``shutdown_timeout``). Returns True when everything went out in time."""
+        ``limits.flush_timeout``). Returns True when everything went out in time."""
         if self._stopped:
             return True
         self.draining = True

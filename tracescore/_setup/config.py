@@ -40,7 +40,13 @@ from tracescore._setup import console as _console
 from tracescore._setup import env as _env
 from tracescore._setup import options as _options
 from tracescore._setup import signals as _signals
-from tracescore._setup.options import ContentOptions, ExportOptions, LimitsOptions, RedactionOptions
+from tracescore._setup.options import (
+    ContentOptions,
+    ExportOptions,
+    LimitsOptions,
+    OutputOptions,
+    RedactionOptions,
+)
 from tracescore._version import __version__
 from tracescore._writers import destinations as _destinations
 from tracescore._writers.callback import ScoreEvent
@@ -176,8 +182,8 @@ class Tracescore:
                 "tracescore.force_flush: %d score(s) still pending after %.1f s; their spans "
                 "were exported without them and the scores follow on 'evaluation' carrier spans "
                 "if they finish. Give the flush more time (force_flush(timeout_millis=...), "
-                "configure(flush_timeout=...) or TRACESCORE_FLUSH_TIMEOUT). The application is "
-                "unaffected.", pending, ms / 1000)
+                "LimitsOptions(flush_timeout=...) or TRACESCORE_FLUSH_TIMEOUT). The application "
+                "is unaffected.", pending, ms / 1000)
         return ok
 
     def shutdown(self, timeout_millis: int | None = None) -> None:
@@ -442,88 +448,51 @@ def configure(
     tracer_provider: TracerProvider | None = None,
     exporter: SpanExporter | bool | None = None,
     capture_content: bool | None = None,
+    on_score: Callable[[ScoreEvent], Any] | None = None,
     content: ContentOptions | None = None,
     limits: LimitsOptions | None = None,
     export: ExportOptions | None = None,
     redaction: RedactionOptions | None = None,
-    flush_timeout: float | None = None,
-    on_score: Callable[[ScoreEvent], Any] | None = None,
-    meter_provider: Any = None,
-    logger_provider: Any = None,
-    flush_on_sigterm: bool | None = None,
-    phoenix_url: str | bool | None = None,
-    console: bool | None = None,
+    output: OutputOptions | None = None,
     **deprecated: Any,
 ) -> Tracescore:
     """Set tracescore up: spans, scoring rules, judge and export. Keyword arguments only.
 
     Calling it again replaces the previous configuration: the new one takes over, then the
     previous one is flushed and shut down (within ``min(flush_timeout, 5 s)``). Every option
-    resolves as: argument > ``TRACESCORE_*`` env > the standard ``OTEL_*`` env > default; the
-    option groups and each option's variable and default are listed in docs/configuration.md.
+    resolves as: argument > ``TRACESCORE_*`` env > the standard ``OTEL_*`` env > default; each
+    option, its variable, its default and its key in ``tracescore serve``'s file are listed
+    once in docs/configuration.md (the option table).
 
     Args:
         service_name: ``service.name`` of the resource. Default: ``OTEL_SERVICE_NAME``, else
             ``unknown_service``. ``OTEL_RESOURCE_ATTRIBUTES`` is honoured.
-        judge: the default judge of LLM scorers that were not given ``model=``: a litellm model
-            string (``"openai/gpt-4o-mini"``) or ``tracescore.Judge(model, **litellm_kwargs)``.
-            Default: ``TRACESCORE_JUDGE_MODEL``; none means LLM scorers record
-            ``error.type=no_judge``.
+        judge: the default judge of LLM scorers given no ``model=``: a litellm model string
+            (``"openai/gpt-4o-mini"``) or ``tracescore.Judge(model, **litellm_kwargs)``.
+            Default ``TRACESCORE_JUDGE_MODEL``; none: LLM scorers record ``error.type=no_judge``.
         scoring: the ``ScoringRule`` list. Default: none (spans only).
-        tracer_provider: an existing SDK ``TracerProvider`` to add tracescore's processor to;
-            the global provider is then left alone. Note that the provider's other processors
-            see spans before their scores are attached. Default: tracescore creates a provider
-            and sets it as the global one if no SDK provider is set yet.
-        exporter: any OTel ``SpanExporter``; ``False`` exports nothing. Default: OTLP when
-            ``OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`` or ``OTEL_EXPORTER_OTLP_ENDPOINT`` is set
-            (protocol from ``OTEL_EXPORTER_OTLP_[TRACES_]PROTOCOL``: ``http/protobuf`` default,
-            ``grpc``), else OTLP/JSON lines appended to ``tracescore-traces.jsonl`` (path from
-            ``TRACESCORE_EXPORT_FILE``).
-        capture_content: put inputs, outputs and documents on spans; the same switch as
-            ``ContentOptions(capture=...)``. Default:
-            ``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT``, else True. Scoring sees the
-            full values either way.
+        tracer_provider: an SDK ``TracerProvider`` to add tracescore's processor to (the
+            global provider is then left alone; its other processors see spans before their
+            scores). Default: a new provider, set globally if no SDK provider is set yet.
+        exporter: any OTel ``SpanExporter``; False exports nothing. Default: OTLP when
+            ``OTEL_EXPORTER_OTLP_[TRACES_]ENDPOINT`` is set (protocol from
+            ``OTEL_EXPORTER_OTLP_[TRACES_]PROTOCOL``: ``http/protobuf`` default, or ``grpc``),
+            else OTLP/JSON lines appended to ``tracescore-traces.jsonl``
+            (``TRACESCORE_EXPORT_FILE``).
+        capture_content: inputs, outputs and documents on spans, as
+            ``ContentOptions(capture=...)``. Default
+            ``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT``, else True.
+        on_score: a callback given every ``ScoreEvent`` on the scoring thread (keep it fast;
+            its exceptions are logged).
         content: ``tracescore.ContentOptions``: what the decorators record on spans.
-        limits: ``tracescore.LimitsOptions``: deadlines, concurrency, queue and held-span
-            bounds of scoring, and what one scorer run is given.
-        export: ``tracescore.ExportOptions``: the export queue, batches and retries on disk.
-        redaction: ``tracescore.RedactionOptions``: patterns and a callback removing text
-            wherever tracescore sends or writes it.
-        flush_timeout: seconds ``force_flush()``/``shutdown()``/the exit hook wait by default.
-            Default ``TRACESCORE_FLUSH_TIMEOUT``, else 10.
-        on_score: a callback receiving every ``ScoreEvent`` on the scoring thread (keep it
-            fast; exceptions are logged).
-        meter_provider: where score metrics and self-metrics go (docs/monitoring.md,
-            "Metrics"). Default: the global ``MeterProvider`` when one is set; else, when spans
-            are exported where the environment says (no ``exporter=``), a provider of
-            tracescore's own (not set globally) that exports every ``OTEL_METRIC_EXPORT_INTERVAL``
-            (60 s) and at each flush to OTLP from the same ``OTEL_EXPORTER_OTLP_[METRICS_]*``
-            variables, or to ``tracescore-metrics.jsonl`` next to the span file
-            (``TRACESCORE_METRICS=false`` or ``OTEL_METRICS_EXPORTER=none``: none); else none.
-        logger_provider: where each score is also emitted as a ``gen_ai.evaluation.result``
-            log record carrying the scored span's trace and span ids, stamped at its end.
-            Default: the global SDK ``LoggerProvider`` when one is set; else, when spans are
-            exported where the environment says (no ``exporter=``), a provider of tracescore's
-            own (not set globally) that sends the records to OTLP from the same
-            ``OTEL_EXPORTER_OTLP_[LOGS_]*`` variables, or to ``tracescore-logs.jsonl`` next to
-            the span file; else none.
-        flush_on_sigterm: when SIGTERM has its default disposition (as under ``docker stop``
-            and Kubernetes, which would kill the process with nothing flushed), install a
-            handler in the main thread that shuts tracescore down within ``flush_timeout`` and
-            then dies of SIGTERM as the default would. A SIGTERM handler installed by anyone
-            else is never replaced. ``False`` removes tracescore's handler. Default
-            ``TRACESCORE_FLUSH_ON_SIGTERM``, else True.
-        phoenix_url: Arize Phoenix's base URL (e.g. ``"http://127.0.0.1:6006"``): every score
-            is also posted there as a span annotation, in batches from a thread of its own;
-            failures are logged and counted (``tracescore.phoenix.annotations``). ``False``
-            turns it off. Default ``TRACESCORE_PHOENIX_URL``, else off.
-        console: when spans go to the local file (no ``exporter=``, no OTLP endpoint), say
-            on stderr where spans and scores go (once per process) and print a summary at
-            exit: spans written, scores per scorer, and the ``tracescore view`` command that
-            shows them. ``False`` keeps tracescore silent. Default ``TRACESCORE_CONSOLE``,
-            else True.
-        **deprecated: the flat keywords of earlier releases (``max_concurrency=``,
-            ``export_retry=``, ``redact_patterns=``, ...; docs/configuration.md lists where
+        limits: ``tracescore.LimitsOptions``: deadlines (``flush_timeout`` among them),
+            concurrency, queue and held-span bounds of scoring, what one scorer run is given.
+        export: ``tracescore.ExportOptions``: export queue, batches, retries on disk, the flush
+            at SIGTERM.
+        redaction: ``tracescore.RedactionOptions``: text removed wherever tracescore sends it.
+        output: ``tracescore.OutputOptions``: log records, metrics, Phoenix, the console.
+        **deprecated: the flat keywords of earlier releases (``flush_timeout=``,
+            ``meter_provider=``, ``max_concurrency=``, ...; docs/configuration.md lists where
             each moved). They work for one more release and warn (``DeprecationWarning``).
 
     Returns:
@@ -535,19 +504,44 @@ def configure(
 
     Examples:
         >>> tracescore.configure(
-        ...     service_name="support-bot",
-        ...     judge="openai/gpt-4o-mini",
+        ...     service_name="support-bot", judge="openai/gpt-4o-mini",
         ...     scoring=[tracescore.ScoringRule(scorer=create_answer_relevancy_scorer(),
         ...                                     on="agent", sample_rate=0.1)],
-        ...     limits=tracescore.LimitsOptions(max_concurrency=4),
-        ... )
+        ...     limits=tracescore.LimitsOptions(max_concurrency=4))
     """
-    global _current
-
     _check_flat(deprecated)
-    groups = {name: _group(name, value, deprecated) for name, value in
-              (("content", content), ("limits", limits), ("export", export),
-               ("redaction", redaction))}
+    given = {"content": content, "limits": limits, "export": export, "redaction": redaction,
+             "output": output}
+    settings = _settings(
+        {name: _group(name, value, deprecated) for name, value in given.items()},
+        service_name=service_name, judge=judge, scoring=scoring,
+        tracer_provider=tracer_provider, exporter=exporter, capture_content=capture_content,
+        on_score=on_score)
+    return _install(settings)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Settings:
+    """One ``configure()`` call's options, checked and resolved."""
+
+    service_name: str | None
+    tracer_provider: TracerProvider | None
+    exporter: Any
+    rules: tuple[ScoringRule, ...]
+    judge: Judge | None
+    on_score: Callable[[ScoreEvent], Any] | None
+    content: ContentOptions
+    limits: LimitsOptions
+    export: ExportOptions
+    redaction: RedactionOptions
+    output: OutputOptions
+
+
+def _settings(groups: dict[str, Any], *, service_name: Any, judge: Any, scoring: Any,
+              tracer_provider: Any, exporter: Any, capture_content: Any,
+              on_score: Any) -> _Settings:
+    """Check every argument (``ConfigurationError`` on the first bad one) and resolve every
+    option from the option table."""
     if capture_content is not None:
         if not isinstance(capture_content, bool):
             raise ConfigurationError("configure(capture_content=...) takes True or False")
@@ -556,10 +550,6 @@ def configure(
                 "configure(): capture_content and content=ContentOptions(capture=...) disagree")
         groups["content"] = dataclasses.replace(groups["content"], capture=capture_content)
     _configure_redaction(groups["redaction"])
-    if flush_on_sigterm is not None and not isinstance(flush_on_sigterm, bool):
-        raise ConfigurationError("configure(flush_on_sigterm=...) takes True or False")
-    if console is not None and not isinstance(console, bool):
-        raise ConfigurationError("configure(console=...) takes True or False")
     if on_score is not None and not callable(on_score):
         raise ConfigurationError("configure(on_score=...) takes a callable")
     _check_target(service_name, tracer_provider, exporter)
@@ -569,65 +559,61 @@ def configure(
             raise ConfigurationError(
                 f"configure(scoring=[...]) takes ScoringRule objects, got {type(rule).__name__}"
             )
-    content_options: ContentOptions = groups["content"].resolve()
-    if content_options.price_file:
+    content: ContentOptions = groups["content"].resolve()
+    if content.price_file:
         if groups["content"].price_file is not None:
-            _usage.price_table(content_options.price_file)  # a bad file given here: fail now
+            _usage.price_table(content.price_file)  # a bad file given here: fail now
         else:
-            _usage.prices_or_shipped(content_options.price_file)  # from the env: warn once
-    limits_options: LimitsOptions = groups["limits"].resolve()
-    export_options: ExportOptions = groups["export"].resolve()
-    if flush_timeout is None:
-        flush_seconds = _env.flush_timeout()
-    else:
-        _options.check_positive("configure", "flush_timeout", flush_timeout)
-        flush_seconds = float(_options.bounded("configure", "flush_timeout", flush_timeout))
-    default_judge = _resolve_judge(judge)
-    redaction_options: RedactionOptions = groups["redaction"].resolve()
-    downstream, description, file_path = _build_export(exporter, export_options,
-                                                       redaction_options)
-    console_on = _env.console() if console is None else console
-    phoenix = _destinations.resolve_phoenix_url(phoenix_url)
+            _usage.prices_or_shipped(content.price_file)  # from the env: warn once
+    return _Settings(
+        service_name=service_name, tracer_provider=tracer_provider, exporter=exporter,
+        rules=rules, judge=_resolve_judge(judge), on_score=on_score, content=content,
+        limits=groups["limits"].resolve(), export=groups["export"].resolve(),
+        redaction=groups["redaction"].resolve(), output=groups["output"].resolve())
 
+
+def _install(s: _Settings) -> Tracescore:
+    """Build the parts of resolved settings and put them in place of the previous ones."""
+    global _current
+    downstream, description, file_path = _build_export(s.exporter, s.export, s.redaction)
+    flush_seconds = float(s.limits.flush_timeout or 0)
+    phoenix = s.output.phoenix_url or None
     with _config_lock:
         previous = _current
-        provider = _provider_for(service_name, tracer_provider)
+        provider = _provider_for(s.service_name, s.tracer_provider)
         destinations = _destinations.build(
-            resource=provider.resource, logger_provider=logger_provider,
-            export_from_env=exporter is None, meter_provider=meter_provider)
+            resource=provider.resource, logger_provider=s.output.logger_provider,
+            export_from_env=s.exporter is None, meter_provider=s.output.meter_provider)
         processor, telemetry = build_scoring(
-            RUNTIME, [rule.compile() for rule in rules], limits_options,
+            RUNTIME, [rule.compile() for rule in s.rules], s.limits,
             downstream=downstream, flush_timeout=flush_seconds,
             # tracescore's own provider when configure() made one (metrics go where logs go).
             meter_provider=(destinations.meter_provider
-                            if destinations.meter_provider is not None else meter_provider),
-            logger_provider=destinations.logger_provider, on_score=on_score,
+                            if destinations.meter_provider is not None
+                            else s.output.meter_provider),
+            logger_provider=destinations.logger_provider, on_score=s.on_score,
             writers=() if file_path is None else (_console.TallyWriter(_console.TALLY),),
-            phoenix=(None if phoenix is None else destinations.phoenix_writer(phoenix)))
+            phoenix=(None if phoenix is None else destinations.phoenix_writer(str(phoenix))))
         _switch_for(provider).target = processor
         RUNTIME.install(
             tracer=provider.get_tracer(sc.INSTRUMENTATION_SCOPE, __version__),
-            content=content_options, limits=limits_options, judge=default_judge,
+            content=s.content, limits=s.limits, judge=s.judge,
             processor=processor, telemetry=telemetry, disabled=_env.disabled())
         from tracescore._readers import _log_stash  # here to keep this edit local
 
         _log_stash.attach()  # GenAI content in log records (EVENT_ONLY): see _log_stash
-        if any(getattr(rule.scorer, "uses_judge", False) for rule in rules):
-            _preload_judge(_judge_needs(default_judge, rules))
-        instance = Tracescore(provider, processor, description, rules, flush_seconds)
+        if any(getattr(rule.scorer, "uses_judge", False) for rule in s.rules):
+            _preload_judge(_judge_needs(s.judge, s.rules))
+        instance = Tracescore(provider, processor, description, s.rules, flush_seconds)
         instance.destinations = destinations
         instance.file_path = file_path
         _current = instance
-        _console.set_enabled(console_on)
+        _console.set_enabled(bool(s.output.console))
         _register_exit_hooks()
-        _signals.update(
-            _env.flush_on_sigterm() if flush_on_sigterm is None else flush_on_sigterm,
-            _stop_on_sigterm,
-            flush_seconds,
-        )
+        _signals.update(bool(s.export.flush_on_sigterm), _stop_on_sigterm, flush_seconds)
         _retire(previous)
     logger.debug(
-        "tracescore configured: export to %s, %d scoring rule(s)", description, len(rules)
+        "tracescore configured: export to %s, %d scoring rule(s)", description, len(s.rules)
     )
     if file_path is not None:
         _console.announce(file_path)
@@ -748,8 +734,8 @@ def force_flush(timeout_millis: int | None = None) -> bool:
     """Wait for pending scores, export every held span, then flush the exporter.
 
     Args:
-        timeout_millis: the deadline in milliseconds; default ``flush_timeout`` of
-            ``configure()`` (``TRACESCORE_FLUSH_TIMEOUT``, else 10 s).
+        timeout_millis: the deadline in milliseconds; default
+            ``LimitsOptions.flush_timeout`` (``TRACESCORE_FLUSH_TIMEOUT``, else 10 s).
 
     Returns:
         True when every pending score came in and everything was exported in time; False when

@@ -5,7 +5,7 @@ written there and how to look at it (``tracescore view``).
 A first run that writes three JSON lines files and prints nothing looks like a run that did
 nothing; this is the one place tracescore prints on its own. It is a plain write to stderr, as
 OpenTelemetry-native SDKs print their project link, not a log record: the application's logging
-setup decides nothing here. ``configure(console=False)`` or ``TRACESCORE_CONSOLE=false`` turns
+setup decides nothing here. ``OutputOptions(console=False)`` or ``TRACESCORE_CONSOLE=false`` turns
 both off. Nothing here ever raises: a closed stderr costs the message, nothing else.
 """
 

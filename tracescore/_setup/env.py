@@ -1,10 +1,13 @@
-"""Every environment variable tracescore reads, its parser and its default, in one place.
+"""The environment's parsers, and the variables that are no option of ``configure()``.
 
-Each variable has a name constant, one documented default and one reader function below; the
-rest of tracescore calls the reader instead of touching ``os.environ``, so a variable means the
-same thing everywhere. Readers parse at call time (``configure()`` called again sees a changed
-environment) and never raise: a bad value logs one warning per variable and value, then the
-default applies. Explicit arguments are checked by their callers, not here.
+The variables of ``configure()``'s options (and of the service's file) are declared in the
+option table, ``tracescore._setup.options``, with their defaults and maxima, and read through
+the parsers here. Every other variable has a name constant, one documented default and one
+reader function below; the rest of tracescore calls the reader instead of touching
+``os.environ``, so a variable means the same thing everywhere. Readers parse at call time
+(``configure()`` called again sees a changed environment) and never raise: a bad value logs
+one warning per variable and value, then the default applies. Explicit arguments are checked
+by their callers, not here.
 
 This module imports only the standard library, so that any module of tracescore may use it.
 """
@@ -30,43 +33,17 @@ TRACESCORE_JUDGE_TRANSPORT = "TRACESCORE_JUDGE_TRANSPORT"
 TRACESCORE_EXPORT_FILE = "TRACESCORE_EXPORT_FILE"
 TRACESCORE_EXPORT_FILE_MAX_BYTES = "TRACESCORE_EXPORT_FILE_MAX_BYTES"
 TRACESCORE_EXPORT_FILE_BACKUP_COUNT = "TRACESCORE_EXPORT_FILE_BACKUP_COUNT"
-TRACESCORE_FLUSH_ON_SIGTERM = "TRACESCORE_FLUSH_ON_SIGTERM"
-TRACESCORE_CONSOLE = "TRACESCORE_CONSOLE"
-TRACESCORE_MAX_CONTENT_LENGTH = "TRACESCORE_MAX_CONTENT_LENGTH"
-TRACESCORE_PRICE_FILE = "TRACESCORE_PRICE_FILE"
-TRACESCORE_SCORE_TIMEOUT = "TRACESCORE_SCORE_TIMEOUT"
-TRACESCORE_MAX_CONCURRENCY = "TRACESCORE_MAX_CONCURRENCY"
-TRACESCORE_MAX_QUEUE_SIZE = "TRACESCORE_MAX_QUEUE_SIZE"
-TRACESCORE_MAX_HELD_SPANS = "TRACESCORE_MAX_HELD_SPANS"
-TRACESCORE_FLUSH_TIMEOUT = "TRACESCORE_FLUSH_TIMEOUT"
-TRACESCORE_JOB_TIMEOUT = "TRACESCORE_JOB_TIMEOUT"
-TRACESCORE_MAX_SCORING_LENGTH = "TRACESCORE_MAX_SCORING_LENGTH"
-TRACESCORE_MAX_SCORING_DOCUMENTS = "TRACESCORE_MAX_SCORING_DOCUMENTS"
-TRACESCORE_MAX_SCORING_DOCUMENT_LENGTH = "TRACESCORE_MAX_SCORING_DOCUMENT_LENGTH"
 TRACESCORE_JUDGE_MAX_REPLY_LENGTH = "TRACESCORE_JUDGE_MAX_REPLY_LENGTH"
 TRACESCORE_JUDGE_MAX_CONCURRENCY = "TRACESCORE_JUDGE_MAX_CONCURRENCY"
-OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT = (
-    "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
-)
 OTEL_SERVICE_NAME = "OTEL_SERVICE_NAME"
 OTEL_SEMCONV_STABILITY_OPT_IN = "OTEL_SEMCONV_STABILITY_OPT_IN"
 OTEL_EXPORTER_OTLP_ENDPOINT = "OTEL_EXPORTER_OTLP_ENDPOINT"
 OTEL_EXPORTER_OTLP_TRACES_ENDPOINT = "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"
 OTEL_EXPORTER_OTLP_PROTOCOL = "OTEL_EXPORTER_OTLP_PROTOCOL"
 OTEL_EXPORTER_OTLP_TRACES_PROTOCOL = "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL"
-OTEL_BSP_MAX_QUEUE_SIZE = "OTEL_BSP_MAX_QUEUE_SIZE"
-OTEL_BSP_MAX_EXPORT_BATCH_SIZE = "OTEL_BSP_MAX_EXPORT_BATCH_SIZE"
-OTEL_BSP_SCHEDULE_DELAY = "OTEL_BSP_SCHEDULE_DELAY"
-TRACESCORE_EXPORT_QUEUE_BYTES = "TRACESCORE_EXPORT_QUEUE_BYTES"
-TRACESCORE_EXPORT_BATCH_BYTES = "TRACESCORE_EXPORT_BATCH_BYTES"
-TRACESCORE_EXPORT_RETRY = "TRACESCORE_EXPORT_RETRY"
-TRACESCORE_EXPORT_RETRY_DIR = "TRACESCORE_EXPORT_RETRY_DIR"
-TRACESCORE_EXPORT_RETRY_MAX_BYTES = "TRACESCORE_EXPORT_RETRY_MAX_BYTES"
-TRACESCORE_EXPORT_RETRY_MAX_AGE = "TRACESCORE_EXPORT_RETRY_MAX_AGE"
 TRACESCORE_SERVE_CONFIG = "TRACESCORE_SERVE_CONFIG"
 
 TRACESCORE_REDACT_PATTERNS = "TRACESCORE_REDACT_PATTERNS"
-TRACESCORE_REDACT_FOREIGN_SPANS = "TRACESCORE_REDACT_FOREIGN_SPANS"
 # The providers' credential variables (litellm reads these): their values are redacted
 # wherever they appear. Any other variable whose name looks secret (see credential_values) is
 # redacted too; this list names those whose names do not (none today) and documents the rest.
@@ -90,72 +67,28 @@ DEFAULT_JUDGE_OUT_OF_PROCESS = False
 # providers and litellm for the rest (tracescore._judge.transport).
 JUDGE_TRANSPORTS = ("auto", "direct", "litellm")
 DEFAULT_JUDGE_TRANSPORT = "auto"
-DEFAULT_CAPTURE_CONTENT = True
 DEFAULT_EXPORT_FILE = "tracescore-traces.jsonl"
 # The file default rotates at this size and keeps this many older files (file.1 ... file.N):
 # 50 MB x 5 files bounds it at 250 MB (about 120,000 spans of ~2 KB) whatever the uptime.
 DEFAULT_EXPORT_FILE_MAX_BYTES = 50 * 1024 * 1024
 DEFAULT_EXPORT_FILE_BACKUP_COUNT = 4
-DEFAULT_FLUSH_ON_SIGTERM = True
-DEFAULT_CONSOLE = True
-DEFAULT_MAX_CONTENT_LENGTH = 16_384
-DEFAULT_SCORE_TIMEOUT = 30.0
-DEFAULT_MAX_CONCURRENCY = 8
-DEFAULT_MAX_QUEUE_SIZE = 1_000
-DEFAULT_FLUSH_TIMEOUT = 10.0
-DEFAULT_JOB_TIMEOUT = 300.0
 DEFAULT_OTLP_PROTOCOL = "http/protobuf"
-# What one scorer run is given (tracescore._pipeline.input_caps): ~12k tokens per text, and 32
-# documents
-# of ~2k tokens, so one judge prompt stays well under 100k tokens whatever the span carried.
-DEFAULT_MAX_SCORING_LENGTH = 50_000
-DEFAULT_MAX_SCORING_DOCUMENTS = 32
-DEFAULT_MAX_SCORING_DOCUMENT_LENGTH = 8_000
 # A verdict object is a few KB; past this a reply is runaway output (and JSON repair, which is
 # worse than linear, would stall on it).
 DEFAULT_JUDGE_MAX_REPLY_LENGTH = 65_536
-# The export queue is bounded by bytes (encoded size plus a per-span allowance for the Python
-# objects holding it); OTEL_BSP_MAX_QUEUE_SIZE, when set, caps its span count as well.
-DEFAULT_EXPORT_QUEUE_BYTES = 64 * 1024 * 1024
-# Below gRPC's default 4 MiB message limit (the Collector's too), with room for the resource.
-DEFAULT_EXPORT_BATCH_BYTES = 3 * 1024 * 1024
-DEFAULT_BSP_MAX_EXPORT_BATCH_SIZE = 512  # the OTel specification's default
-DEFAULT_BSP_SCHEDULE_DELAY_MS = 5_000.0  # the OTel specification's default
-DEFAULT_EXPORT_RETRY = True
-DEFAULT_REDACT_FOREIGN_SPANS = True
-DEFAULT_EXPORT_RETRY_MAX_BYTES = 512 * 1024 * 1024
-DEFAULT_EXPORT_RETRY_MAX_AGE = 3_600.0
 
 OTLP_PROTOCOLS = ("http/protobuf", "grpc")
 
 _GIB = 1024 * 1024 * 1024
-_DAY = 86_400.0
-# The largest value each numeric variable takes (docs/configuration.md, "Maxima"). Past it a
+# The largest value each numeric variable takes (the options' maxima are in the option table,
+# tracescore._setup.options) (docs/configuration.md, "Maxima"). Past it a
 # value warns once and the maximum applies: a number such as 1e23 would otherwise turn a bound
 # off without a word (a memory bound larger than any machine's memory is no bound).
 MAXIMA: dict[str, float] = {
-    TRACESCORE_MAX_CONTENT_LENGTH: 16 * 1024 * 1024,
-    TRACESCORE_SCORE_TIMEOUT: _DAY,
-    TRACESCORE_MAX_CONCURRENCY: 1_024,
-    TRACESCORE_MAX_QUEUE_SIZE: 1_000_000,
-    TRACESCORE_MAX_HELD_SPANS: 1_000_000,
-    TRACESCORE_FLUSH_TIMEOUT: 3_600.0,
-    TRACESCORE_JOB_TIMEOUT: _DAY,
-    TRACESCORE_MAX_SCORING_LENGTH: 16 * 1024 * 1024,
-    TRACESCORE_MAX_SCORING_DOCUMENTS: 10_000,
-    TRACESCORE_MAX_SCORING_DOCUMENT_LENGTH: 16 * 1024 * 1024,
     TRACESCORE_JUDGE_MAX_REPLY_LENGTH: 16 * 1024 * 1024,
     TRACESCORE_JUDGE_MAX_CONCURRENCY: 1_024,
     TRACESCORE_EXPORT_FILE_MAX_BYTES: 64 * _GIB,
     TRACESCORE_EXPORT_FILE_BACKUP_COUNT: 1_000,
-    OTEL_BSP_MAX_QUEUE_SIZE: 10_000_000,
-    OTEL_BSP_MAX_EXPORT_BATCH_SIZE: 100_000,
-    OTEL_BSP_SCHEDULE_DELAY: 3_600_000.0,  # milliseconds: one hour
-    TRACESCORE_EXPORT_QUEUE_BYTES: 16 * _GIB,
-    # The retry spool reads a batch back only up to 64 MiB (tracescore._export.spool).
-    TRACESCORE_EXPORT_BATCH_BYTES: 64 * 1024 * 1024,
-    TRACESCORE_EXPORT_RETRY_MAX_BYTES: 1024 * _GIB,
-    TRACESCORE_EXPORT_RETRY_MAX_AGE: 7 * _DAY,
 }
 
 _TRUE = frozenset({"1", "true", "yes", "on"})
@@ -255,7 +188,8 @@ def read_bool(name: str, default: bool) -> bool:
     return default
 
 
-def read_positive(name: str, default: float, *, integer: bool = False) -> float:
+def read_positive(name: str, default: float, *, integer: bool = False,
+                  maximum: float | None = None) -> float:
     """Read a positive, finite number (an integer with ``integer=True``).
 
     Args:
@@ -264,6 +198,7 @@ def read_positive(name: str, default: float, *, integer: bool = False) -> float:
             a warning).
         integer: accept whole numbers only (``"8"`` and ``"8.0"``, not ``"8.5"``) and return
             an ``int``.
+        maximum: the largest value taken (default: the variable's in ``MAXIMA``, if any).
 
     Returns:
         The parsed value (an ``int`` with ``integer=True``), or ``default``; a value past the
@@ -280,7 +215,8 @@ def read_positive(name: str, default: float, *, integer: bool = False) -> float:
         _warn(name, raw, "a positive integer" if integer else "a positive number", default)
         return default
     number = int(value) if integer else value
-    maximum = MAXIMA.get(name)
+    if maximum is None:
+        maximum = MAXIMA.get(name)
     return clamp(name, number, maximum) if maximum is not None else number
 
 
@@ -340,17 +276,17 @@ def semconv_gen_ai_latest() -> bool:
     return "gen_ai_latest_experimental" in {part.strip().lower() for part in raw.split(",")}
 
 
-def capture_content() -> bool:
-    """``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT``: content on exported spans.
+def read_capture(name: str, default: bool) -> bool:
+    """Read a content-capture switch (``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT``).
 
     Accepts a boolean word (see ``read_bool``) or a GenAI conventions mode, any case:
     ``NO_CONTENT`` is off; ``SPAN_ONLY``, ``EVENT_ONLY`` and ``SPAN_AND_EVENT`` are on. Unset
-    or blank: on (tracescore's documented default). Anything else is off, with a warning: a
-    value we cannot read may have been meant to keep private data in, so we fail closed.
+    or blank: ``default``. Anything else is off, with a warning: a value we cannot read may
+    have been meant to keep private data in, so we fail closed.
     """
-    raw = _raw(OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT)
+    raw = _raw(name)
     if not raw:
-        return DEFAULT_CAPTURE_CONTENT
+        return default
     lowered = raw.lower()
     if lowered in _TRUE:
         return True
@@ -358,80 +294,8 @@ def capture_content() -> bool:
         return False
     if lowered in _CAPTURE_MODES:
         return _CAPTURE_MODES[lowered]
-    _warn(
-        OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT,
-        raw,
-        "true, false, NO_CONTENT, SPAN_ONLY, EVENT_ONLY or SPAN_AND_EVENT",
-        False,
-    )
+    _warn(name, raw, "true, false, NO_CONTENT, SPAN_ONLY, EVENT_ONLY or SPAN_AND_EVENT", False)
     return False
-
-
-def max_content_length() -> int:
-    """``TRACESCORE_MAX_CONTENT_LENGTH``: characters kept per captured value. Default 16384."""
-    return int(
-        read_positive(TRACESCORE_MAX_CONTENT_LENGTH, DEFAULT_MAX_CONTENT_LENGTH, integer=True)
-    )
-
-
-def price_file() -> str | None:
-    """``TRACESCORE_PRICE_FILE``: a JSON or TOML file of model prices added to the shipped
-    price table (``ContentOptions.price_file``). Default None."""
-    return read_str(TRACESCORE_PRICE_FILE)
-
-
-def score_timeout() -> float:
-    """``TRACESCORE_SCORE_TIMEOUT``: seconds a span waits for its scores. Default 30."""
-    return float(read_positive(TRACESCORE_SCORE_TIMEOUT, DEFAULT_SCORE_TIMEOUT))
-
-
-def max_concurrency() -> int:
-    """``TRACESCORE_MAX_CONCURRENCY``: scoring jobs running at once. Default 8."""
-    return int(read_positive(TRACESCORE_MAX_CONCURRENCY, DEFAULT_MAX_CONCURRENCY, integer=True))
-
-
-def max_queue_size() -> int:
-    """``TRACESCORE_MAX_QUEUE_SIZE``: scoring jobs accepted at once. Default 1000."""
-    return int(read_positive(TRACESCORE_MAX_QUEUE_SIZE, DEFAULT_MAX_QUEUE_SIZE, integer=True))
-
-
-def max_held_spans() -> int | None:
-    """``TRACESCORE_MAX_HELD_SPANS``: spans held for scores at once. Default None (no cap of
-    its own: the scoring queue bounds held spans already)."""
-    value = read_positive(TRACESCORE_MAX_HELD_SPANS, math.nan, integer=True)
-    return None if math.isnan(value) else int(value)
-
-
-def flush_timeout() -> float:
-    """``TRACESCORE_FLUSH_TIMEOUT``: seconds flush, shutdown and the exit hook wait.
-    Default 10."""
-    return float(read_positive(TRACESCORE_FLUSH_TIMEOUT, DEFAULT_FLUSH_TIMEOUT))
-
-
-def job_timeout() -> float:
-    """``TRACESCORE_JOB_TIMEOUT``: seconds one scoring job may run. Default 300."""
-    return float(read_positive(TRACESCORE_JOB_TIMEOUT, DEFAULT_JOB_TIMEOUT))
-
-
-def max_scoring_length() -> int:
-    """``TRACESCORE_MAX_SCORING_LENGTH``: characters a scorer is given per input, output,
-    ground truth or other named value. Default 50000."""
-    return int(read_positive(TRACESCORE_MAX_SCORING_LENGTH, DEFAULT_MAX_SCORING_LENGTH,
-                             integer=True))
-
-
-def max_scoring_documents() -> int:
-    """``TRACESCORE_MAX_SCORING_DOCUMENTS``: documents (and tool calls) a scorer is given per
-    request. Default 32."""
-    return int(read_positive(TRACESCORE_MAX_SCORING_DOCUMENTS, DEFAULT_MAX_SCORING_DOCUMENTS,
-                             integer=True))
-
-
-def max_scoring_document_length() -> int:
-    """``TRACESCORE_MAX_SCORING_DOCUMENT_LENGTH``: characters a scorer is given per document
-    (and per tool call). Default 8000."""
-    return int(read_positive(TRACESCORE_MAX_SCORING_DOCUMENT_LENGTH,
-                             DEFAULT_MAX_SCORING_DOCUMENT_LENGTH, integer=True))
 
 
 def judge_max_reply_length() -> int:
@@ -480,18 +344,6 @@ def export_file_backup_count() -> int:
                              DEFAULT_EXPORT_FILE_BACKUP_COUNT, integer=True))
 
 
-def flush_on_sigterm() -> bool:
-    """``TRACESCORE_FLUSH_ON_SIGTERM``: when SIGTERM has its default disposition, flush before
-    the process dies of it. Default True."""
-    return read_bool(TRACESCORE_FLUSH_ON_SIGTERM, DEFAULT_FLUSH_ON_SIGTERM)
-
-
-def console() -> bool:
-    """``TRACESCORE_CONSOLE``: when spans go to the local file, say so on stderr once per
-    process and print a summary of what was written at exit. Default True."""
-    return read_bool(TRACESCORE_CONSOLE, DEFAULT_CONSOLE)
-
-
 def service_name() -> str | None:
     """``OTEL_SERVICE_NAME`` (the SDK's resource reads it too; we only ask whether it is set).
     Default None."""
@@ -515,65 +367,6 @@ def otlp_traces_protocol() -> str:
     return read_enum(name, OTLP_PROTOCOLS, DEFAULT_OTLP_PROTOCOL)
 
 
-def bsp_max_queue_size() -> int | None:
-    """``OTEL_BSP_MAX_QUEUE_SIZE``: when set, a cap on the spans in the export queue on top of
-    its byte bound. Default None (bytes only)."""
-    value = read_positive(OTEL_BSP_MAX_QUEUE_SIZE, math.nan, integer=True)
-    return None if math.isnan(value) else int(value)
-
-
-def bsp_max_export_batch_size() -> int:
-    """``OTEL_BSP_MAX_EXPORT_BATCH_SIZE``: spans per export call at most. Default 512."""
-    return int(read_positive(OTEL_BSP_MAX_EXPORT_BATCH_SIZE, DEFAULT_BSP_MAX_EXPORT_BATCH_SIZE,
-                             integer=True))
-
-
-def bsp_schedule_delay() -> float:
-    """``OTEL_BSP_SCHEDULE_DELAY`` (milliseconds, as the OTel specification has it): how long a
-    span may wait in the export queue for a full batch. Returned in seconds. Default 5 s."""
-    return float(read_positive(OTEL_BSP_SCHEDULE_DELAY, DEFAULT_BSP_SCHEDULE_DELAY_MS)) / 1000
-
-
-def export_queue_bytes() -> int:
-    """``TRACESCORE_EXPORT_QUEUE_BYTES``: bytes of spans waiting for export at most (encoded
-    size plus 1 KiB per span for the objects holding it). Default 64 MiB."""
-    return int(read_positive(TRACESCORE_EXPORT_QUEUE_BYTES, DEFAULT_EXPORT_QUEUE_BYTES,
-                             integer=True))
-
-
-def export_batch_bytes() -> int:
-    """``TRACESCORE_EXPORT_BATCH_BYTES``: encoded bytes of one export request at most.
-    Default 3 MiB (gRPC's default message limit is 4 MiB)."""
-    return int(read_positive(TRACESCORE_EXPORT_BATCH_BYTES, DEFAULT_EXPORT_BATCH_BYTES,
-                             integer=True))
-
-
-def export_retry() -> bool:
-    """``TRACESCORE_EXPORT_RETRY``: keep batches the exporter failed on disk and retry them.
-    Default True."""
-    return read_bool(TRACESCORE_EXPORT_RETRY, DEFAULT_EXPORT_RETRY)
-
-
-def export_retry_dir() -> str | None:
-    """``TRACESCORE_EXPORT_RETRY_DIR``: where failed batches wait (a private folder per process
-    is made inside it). Default None: the system's temporary folder."""
-    return read_str(TRACESCORE_EXPORT_RETRY_DIR)
-
-
-def export_retry_max_bytes() -> int:
-    """``TRACESCORE_EXPORT_RETRY_MAX_BYTES``: disk bytes of failed batches kept at most.
-    Default 512 MiB."""
-    return int(read_positive(TRACESCORE_EXPORT_RETRY_MAX_BYTES, DEFAULT_EXPORT_RETRY_MAX_BYTES,
-                             integer=True))
-
-
-def export_retry_max_age() -> float:
-    """``TRACESCORE_EXPORT_RETRY_MAX_AGE``: seconds a failed batch is retried before it is
-    dropped. Default 3600."""
-    return float(read_positive(TRACESCORE_EXPORT_RETRY_MAX_AGE, DEFAULT_EXPORT_RETRY_MAX_AGE))
-
-
-# Variables whose names look secret but are not: the shell's working directories ("pwd").
 _NOT_CREDENTIALS = frozenset({"PWD", "OLDPWD"})
 
 
@@ -601,12 +394,6 @@ def credential_values(is_secret_name: Callable[[str], bool]) -> list[str]:
         if secret:
             values.append(value.strip())
     return values
-
-
-def redact_foreign_spans() -> bool:
-    """``TRACESCORE_REDACT_FOREIGN_SPANS``: redact other instrumentations' spans on tracescore's
-    export path too (tracescore's own spans always are). Default True."""
-    return read_bool(TRACESCORE_REDACT_FOREIGN_SPANS, DEFAULT_REDACT_FOREIGN_SPANS)
 
 
 def redact_patterns() -> list[str]:
@@ -645,21 +432,20 @@ def redact_patterns() -> list[str]:
 
 # --- Where scores also go (issue 12): Phoenix annotations, OTLP log records --------------------
 
-TRACESCORE_PHOENIX_URL = "TRACESCORE_PHOENIX_URL"
 TRACESCORE_LOG_RECORDS = "TRACESCORE_LOG_RECORDS"
 OTEL_EXPORTER_OTLP_LOGS_ENDPOINT = "OTEL_EXPORTER_OTLP_LOGS_ENDPOINT"
 OTEL_EXPORTER_OTLP_LOGS_PROTOCOL = "OTEL_EXPORTER_OTLP_LOGS_PROTOCOL"
 DEFAULT_LOG_FILE_SUFFIX = "-logs"  # tracescore-traces.jsonl -> tracescore-logs.jsonl
 
 
-def phoenix_url() -> str | None:
-    """``TRACESCORE_PHOENIX_URL``: Phoenix's base URL (e.g. ``http://127.0.0.1:6006``); when
-    set, every score is also posted as a span annotation. Default None (off)."""
-    value = read_str(TRACESCORE_PHOENIX_URL)
+def read_url(name: str) -> str | None:
+    """Read an http:// or https:// URL (trailing ``/`` removed); anything else warns once and
+    counts as unset. Default None."""
+    value = read_str(name)
     if value is None:
         return None
     if not value.startswith(("http://", "https://")):
-        _warn(TRACESCORE_PHOENIX_URL, value, "an http:// or https:// URL", None)
+        _warn(name, value, "an http:// or https:// URL", None)
         return None
     return value.rstrip("/")
 

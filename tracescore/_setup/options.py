@@ -1,12 +1,15 @@
-"""The option groups of ``configure()`` and of ``tracescore serve``'s file: one schema.
+"""The option table of ``configure()`` and of ``tracescore serve``'s file: one declaration each.
 
-Each group is a frozen dataclass whose fields default to ``None``, meaning "the environment
-variable, else the default" (see ``docs/configuration.md``). ``configure(content=...,
-limits=..., export=..., redaction=...)`` takes them, and the service's YAML/TOML sections of
-the same names validate into the very same classes (pydantic reads stdlib dataclasses), so an
-option has one name, one check, one environment variable and one default wherever it is set.
-``resolve()`` fills the ``None`` fields. The service's own defaults for a few export fields
-(``SERVE_EXPORT_DEFAULTS``) are the one documented difference.
+Every option is a field of a frozen option group (``ContentOptions``, ``LimitsOptions``,
+``ExportOptions``, ``RedactionOptions``, ``OutputOptions``) whose ``option(...)`` metadata
+declares, once, its environment variable, its default, its largest value and its key in the
+service's file (``<section>.<field>``, or none: in process only), as OpenInference's
+``TraceConfig`` fields carry their variable and default and logfire's ``ConfigParam`` does.
+``configure()`` takes the groups; the service's YAML/TOML sections of the same names validate
+into the very same classes (pydantic reads stdlib dataclasses) and refuse the in-process-only
+fields; ``resolve()`` fills the ``None`` fields from the table; docs/configuration.md's tables
+are tested against it (``rows()``). The few options whose default differs in the service (it
+sits behind the Collector) say so in the same declaration (``serve_default``).
 
 Only the standard library and ``_env`` are imported: ``import tracescore`` stays light.
 """
@@ -17,18 +20,104 @@ import dataclasses
 import math
 import os
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from tracescore._core.errors import ConfigurationError
 from tracescore._setup import env as _env
 
-__all__ = ["ContentOptions", "ExportOptions", "LimitsOptions", "RedactionOptions",
-           "SERVE_EXPORT_DEFAULTS"]
+__all__ = ["ContentOptions", "ExportOptions", "LimitsOptions", "Option", "OutputOptions",
+           "RedactionOptions", "SERVE_EXPORT_DEFAULTS"]
 
 # pydantic (tracescore serve) reads this on each group: unknown fields in a file are errors.
 _STRICT: dict[str, Any] = {"extra": "forbid"}
+
+_SAME: Any = object()  # serve_default: the service's default is the application's
+_MIB = 1024 * 1024
+_GIB = 1024 * _MIB
+_DAY = 86_400.0
+
+
+@dataclass(frozen=True)
+class Option:
+    """One option of the table, declared once.
+
+    Attributes:
+        env: the environment variable that sets it when no value is given (None: none).
+        default: the value when neither is given (None: none, or what ``shown`` says).
+        kind: how the variable is read: ``bool``, ``int``, ``float`` (positive numbers),
+            ``ms`` (milliseconds in the variable, seconds in the option), ``str``, ``url``
+            (http/https), ``capture`` (the GenAI content-capture modes) or ``adds`` (the
+            variable's values are added to the option's by its user); ``object`` for options
+            no variable can hold.
+        maximum: the largest value, in the option's unit; past it a value warns once and the
+            maximum applies (docs/configuration.md, "Maxima").
+        serve: whether the service's file takes it (key ``<section>.<field>``).
+        serve_default: the service's default where it differs from ``default``.
+        shown: how the docs write the default (else derived from ``default``).
+        group: the option group's keyword (``limits``), set by the table.
+        name: the field's name, set by the table.
+    """
+
+    env: str | None = None
+    default: Any = None
+    kind: str = "object"
+    maximum: float | None = None
+    serve: bool = True
+    serve_default: Any = _SAME
+    shown: str | None = None
+    group: str = ""
+    name: str = ""
+
+    @property
+    def serve_key(self) -> str | None:
+        """The key in the service's file (``limits.max_concurrency``), or None."""
+        return f"{self.group}.{self.name}" if self.serve and self.group else None
+
+    def default_for(self, serve: bool) -> Any:
+        """The default in process, or in the service (``serve``)."""
+        return self.serve_default if serve and self.serve_default is not _SAME else self.default
+
+    def from_env(self, serve: bool = False) -> Any:
+        """The environment's value, else the default (in process, or the service's); a bad
+        value warns once and the default applies."""
+        default = self.default_for(serve)
+        if self.env is None or self.kind in ("object", "adds"):
+            return default
+        return _READ[self.kind](self, default)
+
+
+def _number(option: Option, default: Any, integer: bool, scale: float = 1.0) -> Any:
+    missing = math.nan if default is None else default * scale
+    maximum = None if option.maximum is None else option.maximum * scale
+    value = _env.read_positive(str(option.env), missing, integer=integer, maximum=maximum)
+    if isinstance(value, float) and math.isnan(value):
+        return None
+    if scale != 1.0:
+        return float(value) / scale
+    return int(value) if integer else float(value)
+
+
+_READ: dict[str, Callable[[Option, Any], Any]] = {
+    "bool": lambda o, d: _env.read_bool(str(o.env), d),
+    "int": lambda o, d: _number(o, d, integer=True),
+    "float": lambda o, d: _number(o, d, integer=False),
+    "ms": lambda o, d: _number(o, d, integer=False, scale=1000.0),
+    "str": lambda o, d: _env.read_str(str(o.env), d),
+    "url": lambda o, d: _env.read_url(str(o.env)) or d,
+    "capture": lambda o, d: _env.read_capture(str(o.env), d),
+}
+
+
+def option(env: str | None = None, default: Any = None, kind: str = "object", *,
+           maximum: float | None = None, serve: bool = True, serve_default: Any = _SAME,
+           shown: str | None = None) -> Any:
+    """A group field declared in the table: ``None`` by default ("the environment's, else
+    the default"), the rest in its metadata (see ``Option``)."""
+    return dataclasses.field(default=None, metadata={"option": Option(
+        env=env, default=default, kind=kind, maximum=maximum, serve=serve,
+        serve_default=serve_default, shown=shown)})
 
 
 def check_positive(group: str, name: str, value: Any, integer: bool = False) -> None:
@@ -42,58 +131,49 @@ def check_positive(group: str, name: str, value: Any, integer: bool = False) -> 
         raise ConfigurationError(f"{group}({name}={value!r}) takes a positive integer")
 
 
-# The largest value of each numeric option: the maximum of its environment variable (the
-# schedule delay in seconds here, milliseconds there). Past it a value warns once and the
-# maximum applies (docs/configuration.md, "Maxima").
-_E = _env.MAXIMA
-MAXIMA: dict[tuple[str, str], float] = {
-    ("ContentOptions", "max_length"): _E[_env.TRACESCORE_MAX_CONTENT_LENGTH],
-    ("LimitsOptions", "score_timeout"): _E[_env.TRACESCORE_SCORE_TIMEOUT],
-    ("LimitsOptions", "job_timeout"): _E[_env.TRACESCORE_JOB_TIMEOUT],
-    ("LimitsOptions", "max_concurrency"): _E[_env.TRACESCORE_MAX_CONCURRENCY],
-    ("LimitsOptions", "max_queue_size"): _E[_env.TRACESCORE_MAX_QUEUE_SIZE],
-    ("LimitsOptions", "max_held_spans"): _E[_env.TRACESCORE_MAX_HELD_SPANS],
-    ("LimitsOptions", "max_scoring_length"): _E[_env.TRACESCORE_MAX_SCORING_LENGTH],
-    ("LimitsOptions", "max_scoring_documents"): _E[_env.TRACESCORE_MAX_SCORING_DOCUMENTS],
-    ("LimitsOptions", "max_scoring_document_length"):
-        _E[_env.TRACESCORE_MAX_SCORING_DOCUMENT_LENGTH],
-    ("ExportOptions", "queue_bytes"): _E[_env.TRACESCORE_EXPORT_QUEUE_BYTES],
-    ("ExportOptions", "max_queue_spans"): _E[_env.OTEL_BSP_MAX_QUEUE_SIZE],
-    ("ExportOptions", "batch_bytes"): _E[_env.TRACESCORE_EXPORT_BATCH_BYTES],
-    ("ExportOptions", "max_batch_spans"): _E[_env.OTEL_BSP_MAX_EXPORT_BATCH_SIZE],
-    ("ExportOptions", "schedule_delay"): _E[_env.OTEL_BSP_SCHEDULE_DELAY] / 1000,
-    ("ExportOptions", "retry_max_bytes"): _E[_env.TRACESCORE_EXPORT_RETRY_MAX_BYTES],
-    ("ExportOptions", "retry_max_age"): _E[_env.TRACESCORE_EXPORT_RETRY_MAX_AGE],
-    ("configure", "flush_timeout"): _E[_env.TRACESCORE_FLUSH_TIMEOUT],
-}
-
-
-def bounded(group: str, name: str, value: Any) -> Any:
-    """``value`` (checked already), or the option's maximum with a warning when past it."""
-    maximum = MAXIMA.get((group, name))
-    if value is None or maximum is None:
-        return value
-    return _env.clamp(f"{group}({name}=...)", value, maximum)
-
-
-def _bound_fields(options: Any) -> None:
-    """Clamp every numeric field of a frozen option group to its maximum, in place."""
-    group = type(options).__name__
-    for field in dataclasses.fields(options):
-        value = getattr(options, field.name)
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
-            object.__setattr__(options, field.name, bounded(group, field.name, value))
-
-
 def _flag(group: str, name: str, value: Any) -> None:
     if value is not None and not isinstance(value, bool):
         raise ConfigurationError(f"{group}({name}=...) takes True or False")
 
 
-def _fill(options: Any, defaults: dict[str, Callable[[], Any]]) -> Any:
-    """A copy of ``options`` with each None field that has a default source filled from it."""
-    changes = {name: source() for name, source in defaults.items()
-               if getattr(options, name) is None}
+def _path(group: str, name: str, options: Any, what: str) -> None:
+    value = getattr(options, name)
+    if value is None:
+        return
+    if not isinstance(value, (str, os.PathLike)):
+        raise ConfigurationError(f"{group}({name}=...) takes a {what} path")
+    object.__setattr__(options, name, os.fspath(value))
+
+
+def _checked(options: Any) -> None:
+    """The checks every group shares, from the table: numbers positive (integers where the
+    variable is one) and within their maximum, switches True or False."""
+    group = type(options).__name__
+    for entry in fields(type(options)):
+        value = getattr(options, entry.name)
+        if value is None:
+            continue
+        if entry.kind in ("int", "float"):
+            check_positive(group, entry.name, value, integer=entry.kind == "int")
+        elif entry.kind == "ms" and (isinstance(value, bool) or not isinstance(value, (int, float))
+                                     or not math.isfinite(value) or value < 0):
+            raise ConfigurationError(f"{group}({entry.name}={value!r}) takes seconds >= 0")
+        elif entry.kind in ("bool", "capture"):
+            _flag(group, entry.name, value)
+        if entry.maximum is not None:
+            object.__setattr__(options, entry.name, _env.clamp(
+                f"{group}({entry.name}=...)", value, entry.maximum))
+
+
+def _resolve(options: Any, serve: bool) -> Any:
+    """A copy of ``options`` with each None field filled from the table: the environment's
+    value, else the default (the service's, with ``serve``)."""
+    changes = {}
+    for entry in fields(type(options)):
+        if getattr(options, entry.name) is None:
+            value = entry.from_env(serve)
+            if value is not None:
+                changes[entry.name] = value
     return dataclasses.replace(options, **changes) if changes else options
 
 
@@ -115,7 +195,7 @@ class ContentOptions:
             ``TRACESCORE_PRICE_FILE``, else none (the shipped table only).
 
     A number past its maximum (docs/configuration.md, "Maxima") warns once and the maximum
-    applies.
+    applies. In process only (the service records no content of its own).
 
     Raises:
         ConfigurationError: a value of the wrong type or out of range.
@@ -125,32 +205,29 @@ class ContentOptions:
     """
 
     __pydantic_config__: ClassVar[dict[str, Any]] = _STRICT
+    keyword: ClassVar[str] = "content"
 
-    capture: bool | None = None
-    max_length: int | None = None
-    price_file: str | None = None
+    capture: bool | None = option("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", True,
+                                  "capture", serve=False)
+    max_length: int | None = option("TRACESCORE_MAX_CONTENT_LENGTH", 16_384, "int",
+                                    maximum=16 * _MIB, serve=False)
+    price_file: str | None = option("TRACESCORE_PRICE_FILE", None, "str", serve=False,
+                                    shown="none (the shipped table)")
 
     def __post_init__(self) -> None:
-        _flag("ContentOptions", "capture", self.capture)
-        check_positive("ContentOptions", "max_length", self.max_length, integer=True)
-        _bound_fields(self)
-        if self.price_file is not None:
-            if not isinstance(self.price_file, (str, os.PathLike)):
-                raise ConfigurationError("ContentOptions(price_file=...) takes a file path")
-            object.__setattr__(self, "price_file", os.fspath(self.price_file))
+        _checked(self)
+        _path("ContentOptions", "price_file", self, "file")
 
     def resolve(self) -> ContentOptions:
         """Every field filled: the value given, else the environment's, else the default
         (``price_file`` may stay None: the shipped price table only)."""
-        return _fill(self, {"capture": _env.capture_content,
-                            "max_length": _env.max_content_length,
-                            "price_file": _env.price_file})
+        return _resolve(self, serve=False)  # type: ignore[no-any-return]
 
 
 @dataclass(frozen=True, kw_only=True)
 class LimitsOptions:
-    """How much scoring may take: time, concurrency, queue, held spans, and what one scorer
-    run is given.
+    """How much scoring may take: time, concurrency, queue, held spans, what one scorer run is
+    given, and how long a flush waits.
 
     Args:
         score_timeout: seconds a sampled span is held for its scores before it is exported
@@ -176,6 +253,9 @@ class LimitsOptions:
             Default ``TRACESCORE_MAX_SCORING_DOCUMENTS``, else 32.
         max_scoring_document_length: characters per document (and tool call). Default
             ``TRACESCORE_MAX_SCORING_DOCUMENT_LENGTH``, else 8000.
+        flush_timeout: seconds ``force_flush()``, ``shutdown()``, the exit hook and the
+            SIGTERM flush wait by default; in the service, the drain at SIGTERM. Default
+            ``TRACESCORE_FLUSH_TIMEOUT``, else 10 (the service: 20).
 
     A number past its maximum (docs/configuration.md, "Maxima") warns once and the maximum
     applies.
@@ -188,40 +268,41 @@ class LimitsOptions:
     """
 
     __pydantic_config__: ClassVar[dict[str, Any]] = _STRICT
+    keyword: ClassVar[str] = "limits"
 
-    score_timeout: float | None = None
-    job_timeout: float | None = None
-    max_concurrency: int | None = None
-    max_queue_size: int | None = None
-    max_held_spans: int | None = None
-    max_scoring_length: int | None = None
-    max_scoring_documents: int | None = None
-    max_scoring_document_length: int | None = None
+    score_timeout: float | None = option("TRACESCORE_SCORE_TIMEOUT", 30.0, "float",
+                                         maximum=_DAY)
+    job_timeout: float | None = option("TRACESCORE_JOB_TIMEOUT", 300.0, "float", maximum=_DAY)
+    max_concurrency: int | None = option("TRACESCORE_MAX_CONCURRENCY", 8, "int", maximum=1_024)
+    max_queue_size: int | None = option("TRACESCORE_MAX_QUEUE_SIZE", 1_000, "int",
+                                        maximum=1_000_000)
+    max_held_spans: int | None = option("TRACESCORE_MAX_HELD_SPANS", None, "int",
+                                        maximum=1_000_000, shown="bounded by `max_queue_size`")
+    # What one scorer run is given (tracescore._pipeline.input_caps): ~12k tokens per text and
+    # 32 documents of ~2k tokens, so one judge prompt stays well under 100k tokens.
+    max_scoring_length: int | None = option("TRACESCORE_MAX_SCORING_LENGTH", 50_000, "int",
+                                            maximum=16 * _MIB)
+    max_scoring_documents: int | None = option("TRACESCORE_MAX_SCORING_DOCUMENTS", 32, "int",
+                                               maximum=10_000)
+    max_scoring_document_length: int | None = option(
+        "TRACESCORE_MAX_SCORING_DOCUMENT_LENGTH", 8_000, "int", maximum=16 * _MIB)
+    # The service drains trace completeness, scoring and export at SIGTERM: more time.
+    flush_timeout: float | None = option("TRACESCORE_FLUSH_TIMEOUT", 10.0, "float",
+                                         maximum=3_600.0, serve_default=20.0)
 
     def __post_init__(self) -> None:
-        for field in dataclasses.fields(self):
-            check_positive("LimitsOptions", field.name, getattr(self, field.name),
-                      integer=field.name.startswith("max_"))
-        _bound_fields(self)
+        _checked(self)
 
-    def resolve(self) -> LimitsOptions:
-        """Every field filled (``max_held_spans`` may stay None: no cap of its own)."""
-        return _fill(self, {
-            "score_timeout": _env.score_timeout,
-            "job_timeout": _env.job_timeout,
-            "max_concurrency": _env.max_concurrency,
-            "max_queue_size": _env.max_queue_size,
-            "max_held_spans": _env.max_held_spans,
-            "max_scoring_length": _env.max_scoring_length,
-            "max_scoring_documents": _env.max_scoring_documents,
-            "max_scoring_document_length": _env.max_scoring_document_length,
-        })
+    def resolve(self, *, serve: bool = False) -> LimitsOptions:
+        """Every field filled (``max_held_spans`` may stay None: no cap of its own); with
+        ``serve``, the service's defaults where they differ."""
+        return _resolve(self, serve)  # type: ignore[no-any-return]
 
 
 @dataclass(frozen=True, kw_only=True)
 class ExportOptions:
     """The export path of spans (tracescore's export processor, in place of the SDK's
-    ``BatchSpanProcessor``): queue, batches, retries on disk.
+    ``BatchSpanProcessor``): queue, batches, retries on disk, the flush at SIGTERM.
 
     Args:
         queue_bytes: bytes of ended spans waiting for export at most (their encoded size plus
@@ -246,6 +327,13 @@ class ExportOptions:
             ``TRACESCORE_EXPORT_RETRY_MAX_BYTES``, else 512 MiB.
         retry_max_age: seconds a failed batch is retried before it is dropped. Default
             ``TRACESCORE_EXPORT_RETRY_MAX_AGE``, else 3600.
+        flush_on_sigterm: when SIGTERM has its default disposition (as under ``docker stop``
+            and Kubernetes, which would kill the process with nothing flushed), install a
+            handler in the main thread that shuts tracescore down within
+            ``LimitsOptions.flush_timeout`` and then dies of SIGTERM as the default would. A
+            handler installed by anyone else is never replaced; False removes tracescore's.
+            Default ``TRACESCORE_FLUSH_ON_SIGTERM``, else True. In process only (the service
+            always drains at SIGTERM).
 
     A number past its maximum (docs/configuration.md, "Maxima") warns once and the maximum
     applies.
@@ -258,60 +346,43 @@ class ExportOptions:
     """
 
     __pydantic_config__: ClassVar[dict[str, Any]] = _STRICT
+    keyword: ClassVar[str] = "export"
 
-    queue_bytes: int | None = None
-    max_queue_spans: int | None = None
-    batch_bytes: int | None = None
-    max_batch_spans: int | None = None
-    schedule_delay: float | None = None
-    retry: bool | None = None
-    retry_dir: str | None = None
-    retry_max_bytes: int | None = None
-    retry_max_age: float | None = None
+    # The service sits behind the Collector and adds no latency of its own: more spans in
+    # flight, fuller requests, and a span sent as soon as the export thread is free.
+    queue_bytes: int | None = option("TRACESCORE_EXPORT_QUEUE_BYTES", 64 * _MIB, "int",
+                                     maximum=16 * _GIB, serve_default=128 * _MIB)
+    max_queue_spans: int | None = option("OTEL_BSP_MAX_QUEUE_SIZE", None, "int",
+                                         maximum=10_000_000)
+    # Below gRPC's default 4 MiB message limit (the Collector's too), with room for the
+    # resource; the retry spool reads a batch back only up to 64 MiB.
+    batch_bytes: int | None = option("TRACESCORE_EXPORT_BATCH_BYTES", 3 * _MIB, "int",
+                                     maximum=64 * _MIB)
+    max_batch_spans: int | None = option("OTEL_BSP_MAX_EXPORT_BATCH_SIZE", 512, "int",
+                                         maximum=100_000, serve_default=2048)
+    schedule_delay: float | None = option("OTEL_BSP_SCHEDULE_DELAY", 5.0, "ms",
+                                          maximum=3_600.0, serve_default=0.0)
+    retry: bool | None = option("TRACESCORE_EXPORT_RETRY", True, "bool")
+    retry_dir: str | None = option("TRACESCORE_EXPORT_RETRY_DIR", None, "str",
+                                   shown="the system's temporary folder")
+    retry_max_bytes: int | None = option("TRACESCORE_EXPORT_RETRY_MAX_BYTES", 512 * _MIB, "int",
+                                         maximum=1024 * _GIB)
+    retry_max_age: float | None = option("TRACESCORE_EXPORT_RETRY_MAX_AGE", 3_600.0, "float",
+                                         maximum=7 * _DAY)
+    flush_on_sigterm: bool | None = option("TRACESCORE_FLUSH_ON_SIGTERM", True, "bool",
+                                           serve=False)
 
     def __post_init__(self) -> None:
-        for name in ("queue_bytes", "max_queue_spans", "batch_bytes", "max_batch_spans",
-                     "retry_max_bytes"):
-            check_positive("ExportOptions", name, getattr(self, name), integer=True)
-        check_positive("ExportOptions", "retry_max_age", self.retry_max_age)
-        delay = self.schedule_delay
-        if delay is not None and (isinstance(delay, bool) or not isinstance(delay, (int, float))
-                                  or not math.isfinite(delay) or delay < 0):
-            raise ConfigurationError(
-                f"ExportOptions(schedule_delay={delay!r}) takes seconds >= 0")
-        _flag("ExportOptions", "retry", self.retry)
-        if self.retry_dir is not None:
-            if not isinstance(self.retry_dir, (str, os.PathLike)):
-                raise ConfigurationError("ExportOptions(retry_dir=...) takes a folder path")
-            object.__setattr__(self, "retry_dir", os.fspath(self.retry_dir))
-        _bound_fields(self)
+        _checked(self)
+        _path("ExportOptions", "retry_dir", self, "folder")
 
-    def resolve(self, defaults: dict[str, Any] | None = None) -> ExportOptions:
-        """Every field filled; ``defaults`` (e.g. ``SERVE_EXPORT_DEFAULTS``) come before the
-        environment for the fields they name."""
-        given = self
-        if defaults:
-            given = dataclasses.replace(self, **{k: v for k, v in defaults.items()
-                                                 if getattr(self, k) is None})
-        return _fill(given, {
-            "queue_bytes": _env.export_queue_bytes,
-            "max_queue_spans": _env.bsp_max_queue_size,
-            "batch_bytes": _env.export_batch_bytes,
-            "max_batch_spans": _env.bsp_max_export_batch_size,
-            "schedule_delay": _env.bsp_schedule_delay,
-            "retry": _env.export_retry,
-            "retry_dir": _env.export_retry_dir,
-            "retry_max_bytes": _env.export_retry_max_bytes,
-            "retry_max_age": _env.export_retry_max_age,
-        })
+    def resolve(self, *, serve: bool = False) -> ExportOptions:
+        """Every field filled; with ``serve``, the service's defaults where they differ."""
+        return _resolve(self, serve)  # type: ignore[no-any-return]
 
 
-#: The service's export defaults where they differ from an application's: a collector-side
-#: service takes more spans in flight (128 MiB), sends fuller requests (2048 spans) and sends a
-#: span as soon as the export thread is free (0 s), since it adds no latency of its own.
-#: A value in the file or the environment's wins over these.
-SERVE_EXPORT_DEFAULTS: dict[str, Any] = {"queue_bytes": 128 * 1024 * 1024,
-                                         "max_batch_spans": 2048, "schedule_delay": 0.0}
+#: The service's export defaults where they differ from an application's (from the table).
+SERVE_EXPORT_DEFAULTS: dict[str, Any] = {}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -326,7 +397,7 @@ class RedactionOptions:
         callback: a function ``(text: str) -> str`` applied to every such text after the
             built-in rules, e.g. to remove customer ids. If it raises or returns something
             else than a string, that text is recorded as ``[REDACTED]``. Keep it fast: it runs
-            on your threads. Default: none.
+            on your threads. Default: none. In process only (a file cannot hold a function).
         foreign_spans: every span tracescore exports is redacted on the export thread (name,
             span, event and link attributes, status, resource; docs/security.md): tracescore's
             own spans always, other instrumentations' spans on the same provider (the service:
@@ -341,10 +412,12 @@ class RedactionOptions:
     """
 
     __pydantic_config__: ClassVar[dict[str, Any]] = _STRICT
+    keyword: ClassVar[str] = "redaction"
 
-    patterns: Sequence[str | re.Pattern[str]] | None = None
-    callback: Callable[[str], str] | None = None
-    foreign_spans: bool | None = None
+    patterns: Sequence[str | re.Pattern[str]] | None = option(
+        "TRACESCORE_REDACT_PATTERNS", None, "adds", shown="none")
+    callback: Callable[[str], str] | None = option(serve=False, shown="none")
+    foreign_spans: bool | None = option("TRACESCORE_REDACT_FOREIGN_SPANS", True, "bool")
 
     def __post_init__(self) -> None:
         patterns = self.patterns
@@ -368,12 +441,131 @@ class RedactionOptions:
         if self.callback is not None and not callable(self.callback):
             raise ConfigurationError(
                 "RedactionOptions(callback=...) takes a function (text: str) -> str")
-        _flag("RedactionOptions", "foreign_spans", self.foreign_spans)
+        _checked(self)
 
-    def resolve(self) -> RedactionOptions:
+    def resolve(self, *, serve: bool = False) -> RedactionOptions:
         """``foreign_spans`` filled (the patterns from the environment are added by the
         redactor itself, on top of these)."""
-        return _fill(self, {"foreign_spans": _env.redact_foreign_spans})
+        return _resolve(self, serve)  # type: ignore[no-any-return]
+
+
+@dataclass(frozen=True, kw_only=True)
+class OutputOptions:
+    """Where tracescore's other signals go besides the exported spans (score log records,
+    metrics, Phoenix annotations) and what it says on the console. In process only: the
+    service sends its log records and metrics to its exporter.
+
+    Args:
+        logger_provider: where each score is also emitted as a ``gen_ai.evaluation.result``
+            log record carrying the scored span's trace and span ids. Default: the global SDK
+            ``LoggerProvider`` when one is set; else, when spans are exported where the
+            environment says (no ``exporter=``), a provider of tracescore's own (not set
+            globally) sending to OTLP from the ``OTEL_EXPORTER_OTLP_[LOGS_]*`` variables, or to
+            ``tracescore-logs.jsonl`` next to the span file (``TRACESCORE_LOG_RECORDS=false``:
+            none); else none.
+        meter_provider: where score metrics and self-metrics go (docs/monitoring.md). Default:
+            the global ``MeterProvider`` when one is set; else, when spans are exported where
+            the environment says, a provider of tracescore's own (not set globally) exporting
+            every ``OTEL_METRIC_EXPORT_INTERVAL`` and at each flush to OTLP from the
+            ``OTEL_EXPORTER_OTLP_[METRICS_]*`` variables, or to ``tracescore-metrics.jsonl``
+            (``TRACESCORE_METRICS=false`` or ``OTEL_METRICS_EXPORTER=none``: none); else none.
+        phoenix_url: Arize Phoenix's base URL (e.g. ``"http://127.0.0.1:6006"``): every score
+            is also posted there as a span annotation, in batches from a thread of its own;
+            failures are logged and counted. False turns it off. Default
+            ``TRACESCORE_PHOENIX_URL``, else off.
+        console: when spans go to the local file (no ``exporter=``, no OTLP endpoint), say on
+            stderr where spans and scores go (once per process) and print a summary at exit
+            with the ``tracescore view`` command that shows them. False keeps tracescore
+            silent. Default ``TRACESCORE_CONSOLE``, else True.
+
+    Raises:
+        ConfigurationError: a value of the wrong type.
+
+    Examples:
+        >>> tracescore.configure(output=tracescore.OutputOptions(phoenix_url="http://127.0.0.1:6006"))
+    """
+
+    __pydantic_config__: ClassVar[dict[str, Any]] = _STRICT
+    keyword: ClassVar[str] = "output"
+
+    logger_provider: Any = option(serve=False, shown="the global one, else tracescore's own "
+                                  "when exporting where the environment says")
+    meter_provider: Any = option(serve=False, shown="the global one, else tracescore's own "
+                                 "when exporting where the environment says")
+    phoenix_url: str | bool | None = option("TRACESCORE_PHOENIX_URL", None, "url", serve=False,
+                                            shown="off")
+    console: bool | None = option("TRACESCORE_CONSOLE", True, "bool", serve=False)
+
+    def __post_init__(self) -> None:
+        url = self.phoenix_url
+        if url is not None and url is not False and (
+                not isinstance(url, str) or not url.startswith(("http://", "https://"))):
+            raise ConfigurationError("OutputOptions(phoenix_url=...) takes Phoenix's base URL, "
+                                     "e.g. 'http://127.0.0.1:6006', or False")
+        if isinstance(url, str):
+            object.__setattr__(self, "phoenix_url", url.rstrip("/"))
+        _checked(self)
+
+    def resolve(self) -> OutputOptions:
+        """``phoenix_url`` and ``console`` filled (the providers stay None unless given)."""
+        return _resolve(self, serve=False)  # type: ignore[no-any-return]
+
+
+GROUPS: dict[str, type] = {cls.keyword: cls for cls in (  # type: ignore[attr-defined]
+    ContentOptions, LimitsOptions, ExportOptions, RedactionOptions, OutputOptions)}
+
+
+def fields(group: type) -> tuple[Option, ...]:
+    """The table's entries of one option group, in field order."""
+    return tuple(dataclasses.replace(f.metadata["option"], group=group.keyword,  # type: ignore[attr-defined]
+                                     name=f.name) for f in dataclasses.fields(group))
+
+
+#: The keywords of ``configure()`` that are no group, as the table declares them (the docs'
+#: first table; their values are resolved by ``configure()`` itself).
+TOP_LEVEL: tuple[Option, ...] = (
+    Option(_env.OTEL_SERVICE_NAME, "unknown_service", "str", serve_default="tracescore-serve",
+           name="service_name"),
+    Option(_env.TRACESCORE_JUDGE_MODEL, None, "str", shown="none", name="judge"),
+    Option(None, None, serve=True, shown="none (spans only)", name="scoring"),
+    Option(None, None, serve=False, shown="a new global one", name="tracer_provider"),
+    Option(_env.OTEL_EXPORTER_OTLP_ENDPOINT, None, serve=True, name="exporter",
+           shown="OTLP when an endpoint is set, else `tracescore-traces.jsonl`"),
+    Option("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", True, "capture", serve=False,
+           name="capture_content"),
+    Option(None, None, serve=False, shown="none", name="on_score"),
+)
+
+#: The key of each top-level keyword in the service's file, where it has one.
+TOP_LEVEL_SERVE_KEYS: dict[str, str] = {"service_name": "service_name", "judge": "judge",
+                                        "scoring": "rules", "exporter": "downstream"}
+
+
+def table() -> Iterator[Option]:
+    """Every option of every group, group by group."""
+    for group in GROUPS.values():
+        yield from fields(group)
+
+
+def shown(entry: Option, serve: bool = False) -> str:
+    """How the docs write an option's default (in process, or the service's)."""
+    value = entry.default_for(serve)
+    if entry.shown is not None and (not serve or entry.serve_default is _SAME):
+        return entry.shown
+    if isinstance(value, bool):
+        return f"`{value}`"
+    if isinstance(value, str):
+        return f"`{value}`"
+    if isinstance(value, int) and value >= _MIB and value % _MIB == 0:
+        return f"{value // _MIB} MiB"
+    if isinstance(value, float):
+        return f"{value:g} s"
+    return "none" if value is None else str(value)
+
+
+for _entry in fields(ExportOptions):
+    if _entry.serve_default is not _SAME:
+        SERVE_EXPORT_DEFAULTS[_entry.name] = _entry.serve_default
 
 
 #: The flat ``configure()`` keywords of earlier releases, by the group and field they moved to
@@ -388,16 +580,35 @@ FLAT_NAMES: dict[str, tuple[str, str]] = {
     "max_scoring_length": ("limits", "max_scoring_length"),
     "max_scoring_documents": ("limits", "max_scoring_documents"),
     "max_scoring_document_length": ("limits", "max_scoring_document_length"),
+    "flush_timeout": ("limits", "flush_timeout"),
     "export_queue_bytes": ("export", "queue_bytes"),
     "export_batch_bytes": ("export", "batch_bytes"),
     "export_retry": ("export", "retry"),
     "export_retry_dir": ("export", "retry_dir"),
     "export_retry_max_bytes": ("export", "retry_max_bytes"),
     "export_retry_max_age": ("export", "retry_max_age"),
+    "flush_on_sigterm": ("export", "flush_on_sigterm"),
     "redact_patterns": ("redaction", "patterns"),
     "redact": ("redaction", "callback"),
     "redact_foreign_spans": ("redaction", "foreign_spans"),
+    "logger_provider": ("output", "logger_provider"),
+    "meter_provider": ("output", "meter_provider"),
+    "phoenix_url": ("output", "phoenix_url"),
+    "console": ("output", "console"),
 }
 
-GROUPS: dict[str, type] = {"content": ContentOptions, "limits": LimitsOptions,
-                           "export": ExportOptions, "redaction": RedactionOptions}
+
+def doc_cells(entry: Option) -> tuple[str, str, str, str]:
+    """The first four cells of an option's row in docs/configuration.md: name, environment
+    variable, default (the service's too where it differs) and key in the service's file."""
+    env = f"`{entry.env}`" if entry.env else ""
+    if entry.kind == "ms":
+        env += " (ms)"
+    elif entry.kind == "adds":
+        env += " (adds)"
+    default = shown(entry)
+    if entry.serve_default is not _SAME:
+        default += f" (service: {shown(entry, serve=True)})"
+    key = (TOP_LEVEL_SERVE_KEYS.get(entry.name) if not entry.group
+           else entry.serve_key) if entry.serve else None
+    return f"`{entry.name}`", env, default, f"`{key}`" if key else "in process only"

@@ -77,7 +77,7 @@ def update(enabled: bool, stop: Callable[[float], Any], timeout: float) -> bool:
     it removes its own handler (restoring the default) and nothing else.
 
     Args:
-        enabled: ``configure(flush_on_sigterm=...)``, default ``TRACESCORE_FLUSH_ON_SIGTERM``,
+        enabled: ``ExportOptions(flush_on_sigterm=...)``, default ``TRACESCORE_FLUSH_ON_SIGTERM``,
             else True.
         stop: called on a helper thread with the deadline in seconds when SIGTERM arrives;
             shuts tracescore down (flushing what is held and queued).

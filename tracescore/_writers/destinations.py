@@ -1,7 +1,7 @@
 """Where scores go besides the spans, set up by ``configure()``: the ``LoggerProvider`` of the
 ``gen_ai.evaluation.result`` log records, and the Phoenix annotation writer (issue 12).
 
-Log records: when the application passes ``configure(logger_provider=...)`` or has set a global
+Log records: when the application passes ``OutputOptions(logger_provider=...)`` or has set a global
 SDK ``LoggerProvider``, that one is used. Otherwise, when spans are exported where the
 environment says (no ``exporter=`` given), tracescore makes a ``LoggerProvider`` of its own with
 the span resource and a batch processor: OTLP from the same ``OTEL_EXPORTER_OTLP_*`` variables
@@ -14,8 +14,8 @@ or ``exporter=False``, tracescore makes no provider (pass ``logger_provider=`` f
 logs endpoint, such as Arize Phoenix, answers the records with HTTP 405).
 
 Metrics (issue 24) follow the log records: when the application passes no
-``configure(meter_provider=...)`` and has set no global ``MeterProvider``, and spans are exported
-where the environment says, tracescore makes a ``MeterProvider`` of its own with the span
+``OutputOptions(meter_provider=...)`` and has set no global ``MeterProvider``, and spans are
+exported where the environment says, tracescore makes a ``MeterProvider`` of its own with the span
 resource and a periodic reader (``OTEL_METRIC_EXPORT_INTERVAL``, 60 s by default; every flush
 exports too): OTLP from ``OTEL_EXPORTER_OTLP_METRICS_ENDPOINT``/``OTEL_EXPORTER_OTLP_ENDPOINT``,
 or ``tracescore-metrics.jsonl`` beside the span file. It is not set globally either, so the
@@ -30,7 +30,6 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from tracescore._core.errors import ConfigurationError
 from tracescore._setup import env as _env
 
 logger = logging.getLogger("tracescore")
@@ -137,23 +136,6 @@ class Destinations:
         }
 
 
-def resolve_phoenix_url(value: Any) -> str | None:
-    """``configure(phoenix_url=...)``, else ``TRACESCORE_PHOENIX_URL``; ``False`` turns it off.
-
-    Raises:
-        ConfigurationError: ``value`` is not an http(s) URL, False or None.
-    """
-    if value is False:
-        return None
-    if value is None:
-        return _env.phoenix_url()
-    if not isinstance(value, str) or not value.startswith(("http://", "https://")):
-        raise ConfigurationError(
-            "configure(phoenix_url=...) takes Phoenix's base URL, e.g. 'http://127.0.0.1:6006'"
-        )
-    return value.rstrip("/")
-
-
 def build(*, resource: Any, logger_provider: Any, export_from_env: bool,
           meter_provider: Any = None) -> Destinations:
     """Set up the log records' and metrics' providers (see the module docstring); the Phoenix
@@ -161,8 +143,8 @@ def build(*, resource: Any, logger_provider: Any, export_from_env: bool,
 
     Args:
         resource: the span resource, shared by tracescore's own providers.
-        logger_provider: ``configure(logger_provider=...)`` or None.
-        meter_provider: ``configure(meter_provider=...)`` or None.
+        logger_provider: ``OutputOptions(logger_provider=...)`` or None.
+        meter_provider: ``OutputOptions(meter_provider=...)`` or None.
         export_from_env: spans are exported where the environment says (no ``exporter=``).
     """
     dest = Destinations(logger_provider=logger_provider)

@@ -43,8 +43,8 @@ class PhoenixAnnotationWriter:
     thread of its own.
 
     Args:
-        base_url: Phoenix's base URL, e.g. ``http://127.0.0.1:6006`` (``configure(phoenix_url=)``
-            or ``TRACESCORE_PHOENIX_URL``).
+        base_url: Phoenix's base URL, e.g. ``http://127.0.0.1:6006``
+            (``OutputOptions(phoenix_url=)`` or ``TRACESCORE_PHOENIX_URL``).
         telemetry: where ``tracescore.phoenix.annotations`` is counted (a ``Telemetry``), or
             None.
         headers: extra HTTP headers (e.g. ``{"Authorization": "Bearer ..."}`` for a Phoenix

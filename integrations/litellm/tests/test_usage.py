@@ -35,7 +35,8 @@ def test_litellm_usage_is_kept_and_counted_per_agent(model: ScriptedJudge) -> No
     reader = InMemoryMetricReader()
     exporter = InMemoryScoreExporter()
     inst = tracescore.configure(exporter=exporter,
-                                meter_provider=MeterProvider(metric_readers=[reader]))
+                                output=tracescore.OutputOptions(
+                                    meter_provider=MeterProvider(metric_readers=[reader])))
     # this configuration's provider: an earlier test's configure() may have set the global one
     tracescore_litellm.instrument(tracer_provider=inst.tracer_provider)
     try:

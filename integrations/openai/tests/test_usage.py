@@ -34,7 +34,8 @@ def test_openinference_usage_is_kept_and_counted_once_per_agent(model: ScriptedJ
     reader = InMemoryMetricReader()
     exporter = InMemoryScoreExporter()
     inst = tracescore.configure(exporter=exporter,
-                                meter_provider=MeterProvider(metric_readers=[reader]))
+                                output=tracescore.OutputOptions(
+                                    meter_provider=MeterProvider(metric_readers=[reader])))
     # this configuration's provider: an earlier test's configure() may have set the global one
     tracescore_openai.instrument(tracer_provider=inst.tracer_provider)
     replies = []
