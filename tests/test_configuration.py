@@ -77,7 +77,7 @@ def test_the_service_file_validates_into_the_same_objects(
     monkeypatch.delenv("OTEL_BSP_SCHEDULE_DELAY", raising=False)
     monkeypatch.delenv("TRACESCORE_EXPORT_QUEUE_BYTES", raising=False)
     config = parse("""
-downstream: {endpoint: "http://backend:4317"}
+exporter: {endpoint: "http://backend:4317"}
 limits: {max_concurrency: 4}
 export: {retry: false}
 redaction: {patterns: ["cust-[0-9]+"]}
@@ -103,7 +103,7 @@ def test_the_service_reads_the_older_section_names_with_a_warning() -> None:
 
     with pytest.warns(DeprecationWarning) as caught:
         config = parse("""
-downstream: {endpoint: "http://backend:4317"}
+exporter: {endpoint: "http://backend:4317"}
 scoring: {max_queue_size: 7}
 limits: {redis_url: "redis://cache:6379"}
 """, toml=False)
@@ -224,12 +224,12 @@ def test_an_option_set_by_keyword_variable_or_file_key_resolves_the_same(
     by_keyword = getattr(cls(**{name: value}).resolve(), name)
     written = value if entry.kind == "ms" else text
     by_file = getattr(getattr(parse(
-        f'downstream: {{endpoint: "http://backend:4317"}}\n{group}: {{{name}: {written}}}\n',
+        f'exporter: {{endpoint: "http://backend:4317"}}\n{group}: {{{name}: {written}}}\n',
         toml=False), group), name)
     monkeypatch.setenv(entry.env, text)
     by_variable = getattr(cls().resolve(), name)
     by_variable_in_the_file = getattr(getattr(parse(
-        'downstream: {endpoint: "http://backend:4317"}\n', toml=False), group), name)
+        'exporter: {endpoint: "http://backend:4317"}\n', toml=False), group), name)
     assert by_keyword == by_file == by_variable == by_variable_in_the_file == value
 
 
@@ -241,7 +241,7 @@ def test_defaults_are_equal_in_both_but_the_declared_service_ones(
     for _, _, entry in _table():
         if entry.env:
             monkeypatch.delenv(entry.env, raising=False)
-    config = parse('downstream: {endpoint: "http://backend:4317"}\n', toml=False)
+    config = parse('exporter: {endpoint: "http://backend:4317"}\n', toml=False)
     differ = {}
     for group, name, entry in _table():
         in_process = getattr(_groups()[group]().resolve(), name)
@@ -262,7 +262,7 @@ def test_the_flush_timeout_is_one_option_in_both(monkeypatch: pytest.MonkeyPatch
 
     monkeypatch.setenv("TRACESCORE_FLUSH_TIMEOUT", "7")
     assert tracescore.configure(exporter=False).flush_timeout == 7.0
-    config = parse('downstream: {endpoint: "http://backend:4317"}\n', toml=False)
+    config = parse('exporter: {endpoint: "http://backend:4317"}\n', toml=False)
     assert config.limits.flush_timeout == config.shutdown_timeout == 7.0
     instance = tracescore.configure(exporter=False,
                                     limits=tracescore.LimitsOptions(flush_timeout=3))
@@ -285,9 +285,12 @@ def test_the_renamed_names_are_still_accepted_with_a_warning(tmp_path: Path) -> 
         "configure(console", "configure(flush_on_sigterm", "configure(meter_provider",
         "configure(phoenix_url"]
     with pytest.warns(DeprecationWarning, match="flush_timeout"):
-        config = parse('downstream: {endpoint: "http://backend:4317"}\nshutdown_timeout: 9\n',
+        config = parse('exporter: {endpoint: "http://backend:4317"}\nshutdown_timeout: 9\n',
                        toml=False)
     assert config.limits.flush_timeout == config.shutdown_timeout == 9.0
+    with pytest.warns(DeprecationWarning, match="'exporter:'"):
+        config = parse('downstream: {endpoint: "http://backend:4317"}\n', toml=False)
+    assert config.exporter.endpoint == config.downstream.endpoint == "http://backend:4317"
     with pytest.raises(tracescore.ConfigurationError, match="both"), \
             pytest.warns(DeprecationWarning):
         tracescore.configure(exporter=False, console=False,
@@ -300,7 +303,7 @@ def test_the_service_refuses_the_in_process_only_options_by_name() -> None:
 
     with pytest.raises(ServeConfigError, match=r"export\.flush_on_sigterm is an option of "
                                                r"configure\(\) in an application only"):
-        parse('downstream: {endpoint: "http://backend:4317"}\n'
+        parse('exporter: {endpoint: "http://backend:4317"}\n'
               'export: {flush_on_sigterm: false}\n', toml=False)
 
 
@@ -308,7 +311,7 @@ def test_the_service_name_reads_the_same_variable(monkeypatch: pytest.MonkeyPatc
     pytest.importorskip("yaml")
     from tracescore._serve import parse
 
-    base = 'downstream: {endpoint: "http://backend:4317"}\n'
+    base = 'exporter: {endpoint: "http://backend:4317"}\n'
     monkeypatch.delenv("OTEL_SERVICE_NAME", raising=False)
     assert parse(base, toml=False).service_name == "tracescore-serve"
     monkeypatch.setenv("OTEL_SERVICE_NAME", "scoring-east")
@@ -328,3 +331,25 @@ def test_the_documented_tables_are_the_option_table() -> None:
         row = f"| `{name}` | " + (f"`{entry.env}`" if entry.env else "")
         assert row in doc, row
     assert "TODO" not in doc
+
+
+def test_the_exporter_is_one_option_in_both(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``configure()`` without ``exporter=`` exports OTLP to ``OTEL_EXPORTER_OTLP_ENDPOINT``;
+    a service file without ``exporter:`` forwards there too (its protocol gRPC unless
+    ``OTEL_EXPORTER_OTLP_PROTOCOL`` says otherwise); without either, the file is refused."""
+    pytest.importorskip("yaml")
+    from tracescore._serve import ServeConfigError, parse
+
+    monkeypatch.delenv("OTEL_EXPORTER_OTLP_PROTOCOL", raising=False)
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://collector:4317")
+    config = parse("rules: []\n", toml=False)
+    assert (config.exporter.endpoint, config.exporter.protocol) == (
+        "http://collector:4317", "grpc")
+    assert tracescore.configure().exporter_description.startswith("OTLP")
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf")
+    assert parse("rules: []\n", toml=False).exporter.protocol == "http/protobuf"
+    given = parse('exporter: {endpoint: "http://backend:4318"}\n', toml=False)
+    assert (given.exporter.endpoint, given.exporter.protocol) == ("http://backend:4318", "grpc")
+    monkeypatch.delenv("OTEL_EXPORTER_OTLP_ENDPOINT")
+    with pytest.raises(ServeConfigError, match="exporter"):
+        parse("rules: []\n", toml=False)

@@ -153,9 +153,9 @@ def _serve_file(folder: Path, huge: str = HUGE) -> Path:
         section, _, name = field.rpartition(".")
         (sections.setdefault(section, {}) if section else top)[name] = huge
     receivers = sections.pop("receivers")
-    downstream = sections.pop("downstream")
+    downstream = sections.pop("exporter")
     lines = [
-        "downstream: {endpoint: \"http://127.0.0.1:9\", protocol: grpc, "
+        "exporter: {endpoint: \"http://127.0.0.1:9\", protocol: grpc, "
         + ", ".join(f"{k}: {v}" for k, v in downstream.items()) + "}",
         "receivers: {grpc: {endpoint: \"127.0.0.1:0\"}, http: {endpoint: \"127.0.0.1:0\"}, "
         + ", ".join(f"{k}: {v}" for k, v in receivers.items()) + "}",

@@ -107,7 +107,7 @@ def _serve_check(tmp_path: Path, scorer_id: str, options: dict[str, Any],
             rule["ground_truth"] = "app.expected"
         if getattr(built, "run_inputs", ()):
             rule["inputs"] = {name: f"app.{name}" for name in built.run_inputs}
-    text = ('downstream: {endpoint: "http://127.0.0.1:1"}\n'
+    text = ('exporter: {endpoint: "http://127.0.0.1:1"}\n'
             "judge: {model: openai/never-called}\n"
             f"rules:\n  - {json.dumps(rule)}\n")
     assert tracescore.serve.parse(text, toml=False).rules[0].scorer == scorer_id

@@ -41,7 +41,7 @@ _PATH = os.pathsep.join((str(TESTS), str(TESTS.resolve().parent)))
 
 def _config(endpoint: str, rules: str = "", extra: str = "") -> Any:
     return parse(f"""
-downstream: {{endpoint: "{endpoint}", protocol: grpc, compression: none}}
+exporter: {{endpoint: "{endpoint}", protocol: grpc, compression: none}}
 receivers: {{grpc: {{endpoint: "127.0.0.1:0"}}, http: {{endpoint: "127.0.0.1:0"}}}}
 metrics_interval: 0.2
 limits: {{flush_timeout: 10}}
@@ -142,7 +142,7 @@ def _get(port: int, path: str) -> tuple[int, bytes]:
 def test_config_errors_name_each_bad_field() -> None:
     with pytest.raises(ServeConfigError) as caught:
         parse("""
-downstream: {endpoint: "backend:4317", protocol: carrier-pigeon}
+exporter: {endpoint: "backend:4317", protocol: carrier-pigeon}
 receivers: {grpc: {endpoint: "nowhere"}}
 rules:
   - scorer: faithfulness
@@ -158,8 +158,8 @@ export: {max_queue: 5}
     message = str(caught.value)
     # The rule keys and the option groups are checked by ScoringRule and the option classes
     # configure() takes: the same messages in process and here.
-    for expected in ("downstream.endpoint: expected an http:// or https:// URL",
-                     "downstream.protocol:", "receivers.grpc.endpoint: expected host:port",
+    for expected in ("exporter.endpoint: expected an http:// or https:// URL",
+                     "exporter.protocol:", "receivers.grpc.endpoint: expected host:port",
                      "rules[0]: ScoringRule(sample_rate=2) must lie in 0..1",
                      "rules[1]: ScoringRule(on='agnet')",
                      "rules[2]: give exactly one of scorer (an id) or factory",
@@ -172,7 +172,7 @@ export: {max_queue: 5}
 def test_config_toml_with_environment_references(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("TS_TEST_BACKEND", "http://backend:4317")
     config = parse("""
-[downstream]
+[exporter]
 endpoint = "${TS_TEST_BACKEND}"
 headers = { "x-tenant" = "${TS_TEST_TENANT:-acme}" }
 
@@ -181,11 +181,11 @@ scorer = "content-similarity"
 on = "llm"
 sample_rate = 0.25
 """, toml=True)
-    assert config.downstream.endpoint == "http://backend:4317"
-    assert config.downstream.headers == {"x-tenant": "acme"}
+    assert config.exporter.endpoint == "http://backend:4317"
+    assert config.exporter.headers == {"x-tenant": "acme"}
     assert config.rules[0].on == "llm" and config.rules[0].sample_rate == 0.25
     with pytest.raises(ServeConfigError, match="TS_TEST_UNSET"):
-        parse('downstream: {endpoint: "${TS_TEST_UNSET}"}', toml=False)
+        parse('exporter: {endpoint: "${TS_TEST_UNSET}"}', toml=False)
 
 
 def test_config_unknown_scorer_is_named(receiver: FullReceiver) -> None:
@@ -195,10 +195,10 @@ def test_config_unknown_scorer_is_named(receiver: FullReceiver) -> None:
 
 def test_cli_check_validates_the_file(tmp_path: Path) -> None:
     good = tmp_path / "serve.yaml"
-    good.write_text('downstream: {endpoint: "http://127.0.0.1:1"}\n'
+    good.write_text('exporter: {endpoint: "http://127.0.0.1:1"}\n'
                     "rules:\n  - scorer: content-similarity\n    on: agent\n")
     bad = tmp_path / "bad.toml"
-    bad.write_text('[downstream]\nendpoint = "backend"\n')
+    bad.write_text('[exporter]\nendpoint = "backend"\n')
     env = {**os.environ, "PYTHONPATH": _PATH}
     ok = subprocess.run([sys.executable, "-m", "tracescore", "serve", "--config", str(good),
                          "--check"], capture_output=True, text=True, env=env, timeout=120)
@@ -207,7 +207,7 @@ def test_cli_check_validates_the_file(tmp_path: Path) -> None:
     failed = subprocess.run([sys.executable, "-m", "tracescore", "serve", "--config", str(bad)],
                             capture_output=True, text=True, env=env, timeout=120)
     assert failed.returncode == 2
-    assert "downstream.endpoint: expected an http:// or https:// URL" in failed.stderr
+    assert "exporter.endpoint: expected an http:// or https:// URL" in failed.stderr
 
 
 # -- forwarding ------------------------------------------------------------------------------------

@@ -100,7 +100,7 @@ def stats(port: int) -> dict[str, Any]:
 REPLICA_CONFIG = """
 service_name: tracescore-serve
 mode: {mode}
-downstream: {{endpoint: "{downstream}", protocol: grpc, compression: none}}
+exporter: {{endpoint: "{downstream}", protocol: grpc, compression: none}}
 receivers: {{grpc: {{endpoint: "127.0.0.1:{grpc}"}},
             http: {{endpoint: "127.0.0.1:{http}"}}{receivers}}}
 metrics_interval: 1

@@ -44,7 +44,7 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[int, int,
     with GrpcOtlpReceiver() as downstream:
         config = folder / "serve.yaml"
         config.write_text(f"""
-downstream: {{endpoint: "{downstream.endpoint}", protocol: grpc, compression: none}}
+exporter: {{endpoint: "{downstream.endpoint}", protocol: grpc, compression: none}}
 receivers: {{grpc: {{endpoint: "127.0.0.1:0"}}, http: {{endpoint: "127.0.0.1:0"}},
              auth: {{token: "{TOKEN}"}}}}
 rules: []

@@ -100,7 +100,7 @@ def test_completeness_windows_outlast_the_collectors_retry_gap() -> None:
     """A span the Collector re-sends (a replica restarted, or refused it) comes back at most
     max_interval x (1 + randomization_factor) after the last try: the default windows and the
     example's stay above that, so its trace is still open (docs/serve.md)."""
-    defaults = parse('downstream: {endpoint: "http://127.0.0.1:1"}', toml=False).trace
+    defaults = parse('exporter: {endpoint: "http://127.0.0.1:1"}', toml=False).trace
     example = parse((DEPLOY / "tracescore-serve.yaml").read_text(), toml=False).trace
     for name in ("otelcol-static.yaml", "otelcol-dns.yaml"):
         otelcol = yaml.safe_load((DEPLOY / "collector" / name).read_text())

@@ -38,7 +38,7 @@ MIB = 1024 * 1024
 
 def _config(endpoint: str, receivers: str = "", extra: str = "", rules: str = "[]") -> Any:
     return parse(f"""
-downstream: {{endpoint: "{endpoint}", protocol: grpc, compression: none}}
+exporter: {{endpoint: "{endpoint}", protocol: grpc, compression: none}}
 receivers: {{grpc: {{endpoint: "127.0.0.1:0"}}, http: {{endpoint: "127.0.0.1:0"}}{receivers}}}
 metrics_interval: 0.2
 limits: {{flush_timeout: 10}}
@@ -184,7 +184,7 @@ def _nested(depth: int) -> bytes:
 def test_defaults_bind_loopback_and_deploy_files_set_the_address(
         monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("TRACESCORE_SERVE_TOKEN", "t")
-    config = parse('downstream: {endpoint: "http://127.0.0.1:1"}', toml=False)
+    config = parse('exporter: {endpoint: "http://127.0.0.1:1"}', toml=False)
     assert config.receivers.grpc is not None and config.receivers.http is not None
     assert config.receivers.grpc.host == "127.0.0.1" and config.receivers.http.host == "127.0.0.1"
     assert config.receivers.tls is None and config.receivers.auth is None
@@ -610,7 +610,7 @@ def test_attacks_keep_peak_memory_under_twice_the_request_bound(tmp_path: Path) 
         grpc_port, http_port = free_port(), free_port()
         config = tmp_path / "serve.yaml"
         config.write_text(f"""
-downstream: {{endpoint: "{downstream.endpoint}", protocol: grpc, compression: none}}
+exporter: {{endpoint: "{downstream.endpoint}", protocol: grpc, compression: none}}
 receivers: {{grpc: {{endpoint: "127.0.0.1:{grpc_port}"}},
              http: {{endpoint: "127.0.0.1:{http_port}"}}, max_request_bytes: {limit}}}
 rules: []
@@ -707,7 +707,7 @@ def test_sigterm_drain_waits_for_waiting_traces_to_complete(serve: Any,
 def test_check_fails_an_llm_rule_without_a_judge_and_lists_every_problem(
         tmp_path: Path) -> None:
     config = tmp_path / "serve.yaml"
-    config.write_text('downstream: {endpoint: "http://127.0.0.1:1"}\n'
+    config.write_text('exporter: {endpoint: "http://127.0.0.1:1"}\n'
                       "rules:\n"
                       "  - scorer: faithfulness\n    on: agent\n"
                       "  - scorer: nope\n    on: agent\n"

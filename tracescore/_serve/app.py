@@ -130,7 +130,7 @@ def serve_forever(config: ServeConfig) -> int:
     running = start(config)
     print(f"tracescore serve: grpc port {running.grpc_port}, http port {running.http_port}, "
           f"admin port {running.admin_port}, mode {config.mode}, "
-          f"forwarding to {config.downstream.endpoint} ({config.downstream.protocol}), "
+          f"forwarding to {config.exporter.endpoint} ({config.exporter.protocol}), "
           f"{len(running.service.rules)} rule(s)", file=sys.stderr, flush=True)
     stop = threading.Event()
 

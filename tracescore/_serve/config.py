@@ -19,11 +19,12 @@ A rule is a ``tracescore.ScoringRule`` whose scorer is named (``scorer``/``facto
 ``options``); its other keys are ``ScoringRule``'s own, checked by it. The older section
 names (``scoring`` for ``limits``, ``limits`` for the Redis settings now under ``fleet``,
 ``export.redact`` for ``redaction.foreign_spans``, ``shutdown_timeout`` for
-``limits.flush_timeout``) are read for one more release with a ``DeprecationWarning``.
+``limits.flush_timeout``, ``downstream`` for ``exporter``) are read for one more release with a
+``DeprecationWarning``.
 
 Example (YAML)::
 
-    downstream: {endpoint: "http://backend:4317", protocol: grpc}
+    exporter: {endpoint: "http://backend:4317", protocol: grpc}
     judge: {model: "openai/gpt-4o-mini", api_key: "${OPENAI_API_KEY}"}
     rules:
       - scorer: faithfulness
@@ -67,7 +68,7 @@ SERVE_MAXIMA: dict[str, float] = {
     "receivers.body_timeout": 3_600.0,
     "receivers.idle_timeout": 86_400.0,
     "receivers.backlog": 65_535,
-    "downstream.timeout": 3_600.0,
+    "exporter.timeout": 3_600.0,
     "trace.idle": 3_600.0,
     "trace.settle_after_root": 3_600.0,
     "trace.max_wait": 86_400.0,
@@ -174,9 +175,12 @@ class Receivers(_Model):
 
 
 class Downstream(_Model):
-    """The OTLP endpoint everything is forwarded to (spans, logs, scores, metrics)."""
+    """The ``exporter`` section: the OTLP endpoint everything is forwarded to (spans, logs,
+    scores, metrics), as ``configure(exporter=...)`` is where an application's spans go.
+    Without the section, ``OTEL_EXPORTER_OTLP_ENDPOINT`` and ``OTEL_EXPORTER_OTLP_PROTOCOL``
+    give it, as they give ``configure()`` its default exporter."""
 
-    _section: ClassVar[str | None] = "downstream"
+    _section: ClassVar[str | None] = "exporter"
 
     endpoint: str
     protocol: Literal["grpc", "http/protobuf"] = "grpc"
@@ -318,7 +322,7 @@ class ServeConfig(_Model):
 
     service_name: str | None = None
     mode: Literal["hold", "forward_first"] = "hold"
-    downstream: Downstream
+    exporter: Downstream
     receivers: Receivers = Receivers()
     judge: Judge | None = None
     rules: list[Rule] = []
@@ -336,6 +340,12 @@ class ServeConfig(_Model):
         # The option table marks what a file cannot mean (a function, the SIGTERM handler of an
         # application): refused by name rather than silently ignored.
         if isinstance(data, dict):
+            if "exporter" not in data:
+                exporter = _exporter_from_env()
+                if exporter is None:
+                    raise ValueError("no exporter: give 'exporter: {endpoint: ...}' (where "
+                                     "everything is forwarded) or set OTEL_EXPORTER_OTLP_ENDPOINT")
+                data = {**data, "exporter": exporter}
             for entry in _options.table():
                 section = data.get(entry.group)
                 if not entry.serve and isinstance(section, dict) and entry.name in section:
@@ -356,6 +366,11 @@ class ServeConfig(_Model):
         return self
 
     @property
+    def downstream(self) -> Downstream:
+        """The ``exporter`` section (``downstream:`` in a file is its older name)."""
+        return self.exporter
+
+    @property
     def shutdown_timeout(self) -> float:
         """The drain's deadline at SIGTERM in seconds: ``limits.flush_timeout`` (the name
         ``configure()`` has for it; ``shutdown_timeout:`` in a file is its older name)."""
@@ -365,6 +380,17 @@ class ServeConfig(_Model):
     def scoring(self) -> LimitsOptions:
         """The resolved ``limits`` (admission reads the queue and held-span bounds here)."""
         return self.limits
+
+
+def _exporter_from_env() -> dict[str, Any] | None:
+    """The ``exporter`` section a file without one gets: the endpoint and protocol of
+    ``configure()``'s default exporter (``OTEL_EXPORTER_OTLP_ENDPOINT``, the base URL every
+    signal goes to; ``OTEL_EXPORTER_OTLP_PROTOCOL``, else the service's gRPC), or None."""
+    endpoint = _env.read_str(_env.OTEL_EXPORTER_OTLP_ENDPOINT)
+    if endpoint is None:
+        return None
+    protocol = _env.read_enum(_env.OTEL_EXPORTER_OTLP_PROTOCOL, _env.OTLP_PROTOCOLS, "grpc")
+    return {"endpoint": endpoint, "protocol": protocol}
 
 
 def expand(text: str) -> str:
@@ -428,7 +454,7 @@ def parse(text: str, *, toml: bool) -> ServeConfig:
             raise ServeConfigError(f"invalid YAML: {exc}") from None
     if not isinstance(data, dict):
         raise ServeConfigError("the configuration must be a mapping of sections "
-                               "(downstream, rules, ...)")
+                               "(exporter, rules, ...)")
     if not toml:
         _yaml_on(data)
     _older_sections(data)
@@ -461,8 +487,8 @@ _FLEET_KEYS = ("redis_url", "key_prefix", "lease_seconds", "refresh_interval")
 def _older_sections(data: dict[str, Any]) -> None:
     """Read the section names of the previous release, with a ``DeprecationWarning``:
     ``scoring`` is now ``limits``, the Redis keys of ``limits`` are now ``fleet``,
-    ``export.redact`` is ``redaction.foreign_spans`` and ``shutdown_timeout`` is
-    ``limits.flush_timeout``."""
+    ``export.redact`` is ``redaction.foreign_spans``, ``shutdown_timeout`` is
+    ``limits.flush_timeout`` and ``downstream`` is ``exporter``."""
     limits = data.get("limits")
     if isinstance(limits, dict) and any(key in limits for key in _FLEET_KEYS):
         warnings.warn("tracescore serve: the Redis settings moved from 'limits:' to 'fleet:' "
@@ -477,6 +503,12 @@ def _older_sections(data: dict[str, Any]) -> None:
         redaction = data.setdefault("redaction", {})
         if isinstance(redaction, dict):
             redaction.setdefault("foreign_spans", export.pop("redact"))
+    if "downstream" in data:
+        warnings.warn("tracescore serve: 'downstream:' is now 'exporter:', the name configure() "
+                      "has for where spans go (docs/configuration.md)", DeprecationWarning,
+                      stacklevel=4)
+        data.setdefault("exporter", data.pop("downstream"))
+        data.pop("downstream", None)
     if "shutdown_timeout" in data:
         warnings.warn("tracescore serve: 'shutdown_timeout:' is now 'limits: {flush_timeout: "
                       "...}', the name configure() has for it (docs/configuration.md)",

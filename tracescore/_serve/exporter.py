@@ -1,5 +1,5 @@
-"""The service's OTLP span exporter towards ``downstream``: one attempt per call, and a verdict
-the export processor can act on.
+"""The service's OTLP span exporter (the file's ``exporter`` section): one attempt per call,
+and a verdict the export processor can act on.
 
 The OTLP specification ("Failures", OTLP/gRPC and OTLP/HTTP) splits failures in two. Retryable:
 gRPC ``CANCELLED``, ``DEADLINE_EXCEEDED``, ``ABORTED``, ``OUT_OF_RANGE``, ``UNAVAILABLE``,
@@ -56,10 +56,11 @@ def grpc_error_is_retryable(error: Any) -> bool:
 
 
 class OtlpSpanExporter(SpanExporter):
-    """OTLP spans to ``downstream`` (gRPC or HTTP/protobuf), telling permanent failures apart.
+    """OTLP spans to the ``exporter`` endpoint (gRPC or HTTP/protobuf), telling permanent
+    failures apart.
 
     Args:
-        down: the ``downstream`` section (endpoint, protocol, headers, timeout, compression;
+        down: the ``exporter`` section (endpoint, protocol, headers, timeout, compression;
             an ``https://`` endpoint uses TLS with the system's roots).
 
     Raises (from ``export``):

@@ -92,7 +92,7 @@ class ScoringService:
         rules = build_rules(config, self.judge)
         self.rules, self.limit_store = fleet_limits(rules, config)
         self._wants_tool_calls = any(r.scorer.uses_tool_calls for r in self.rules)
-        down = config.downstream
+        down = config.exporter
         exp = config.export
         self.export = export_processor(span_exporter_override or OtlpSpanExporter(down), exp,
                                        config.redaction)
@@ -175,7 +175,7 @@ class ScoringService:
             self.counts["spans_passed_through"] += passed
             self.counts["spans_deferred"] += deferred
             self.counts["spans_to_scoring"] += scored
-        if mark and not self.export.wait_settled(mark, self.config.downstream.timeout + 5.0):
+        if mark and not self.export.wait_settled(mark, self.config.exporter.timeout + 5.0):
             # Still in memory: answered retryable, so the sender keeps its copy (the spans go
             # out here too once the downstream answers: a duplicate rather than a loss).
             return Refusal("not_forwarded", self.admission.retry_after,

@@ -530,7 +530,8 @@ TOP_LEVEL: tuple[Option, ...] = (
     Option(None, None, serve=True, shown="none (spans only)", name="scoring"),
     Option(None, None, serve=False, shown="a new global one", name="tracer_provider"),
     Option(_env.OTEL_EXPORTER_OTLP_ENDPOINT, None, serve=True, name="exporter",
-           shown="OTLP when an endpoint is set, else `tracescore-traces.jsonl`"),
+           shown="OTLP when an endpoint is set, else `tracescore-traces.jsonl` (service: OTLP "
+                 "when an endpoint is set, else required)"),
     Option("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", True, "capture", serve=False,
            name="capture_content"),
     Option(None, None, serve=False, shown="none", name="on_score"),
@@ -538,7 +539,7 @@ TOP_LEVEL: tuple[Option, ...] = (
 
 #: The key of each top-level keyword in the service's file, where it has one.
 TOP_LEVEL_SERVE_KEYS: dict[str, str] = {"service_name": "service_name", "judge": "judge",
-                                        "scoring": "rules", "exporter": "downstream"}
+                                        "scoring": "rules", "exporter": "exporter"}
 
 
 def table() -> Iterator[Option]:
