@@ -353,3 +353,12 @@ def test_the_exporter_is_one_option_in_both(monkeypatch: pytest.MonkeyPatch) -> 
     monkeypatch.delenv("OTEL_EXPORTER_OTLP_ENDPOINT")
     with pytest.raises(ServeConfigError, match="exporter"):
         parse("rules: []\n", toml=False)
+
+
+def test_each_group_docstring_names_its_fields_and_their_variables() -> None:
+    # help() and the API reference read the docstrings: they name what the table declares.
+    for group, name, entry in _table():
+        doc = _groups()[group].__doc__ or ""
+        assert f"{name}:" in doc, (group, name)
+        if entry.env:
+            assert entry.env in doc, (group, name, entry.env)

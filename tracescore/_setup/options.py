@@ -381,10 +381,6 @@ class ExportOptions:
         return _resolve(self, serve)  # type: ignore[no-any-return]
 
 
-#: The service's export defaults where they differ from an application's (from the table).
-SERVE_EXPORT_DEFAULTS: dict[str, Any] = {}
-
-
 @dataclass(frozen=True, kw_only=True)
 class RedactionOptions:
     """Text removed wherever tracescore sends or writes it (spans, score explanations, log
@@ -564,9 +560,10 @@ def shown(entry: Option, serve: bool = False) -> str:
     return "none" if value is None else str(value)
 
 
-for _entry in fields(ExportOptions):
-    if _entry.serve_default is not _SAME:
-        SERVE_EXPORT_DEFAULTS[_entry.name] = _entry.serve_default
+#: The service's export defaults where they differ from an application's (from the table).
+SERVE_EXPORT_DEFAULTS: dict[str, Any] = {entry.name: entry.serve_default
+                                         for entry in fields(ExportOptions)
+                                         if entry.serve_default is not _SAME}
 
 
 #: The flat ``configure()`` keywords of earlier releases, by the group and field they moved to
