@@ -46,7 +46,7 @@ class LocalRuntime:
     def __init__(self, *, scoring: Sequence[ScoringRule] = (),
                  exporter: SpanExporter | None = None, id_generator: IdGenerator | None = None,
                  service_name: str = "tracescore-local", content: ContentOptions | None = None,
-                 limits: LimitsOptions | None = None, flush_timeout: float = 10.0,
+                 limits: LimitsOptions | None = None, flush_timeout: float | None = None,
                  on_score: Callable[[Any], Any] | None = None, meter_provider: Any = None,
                  logger_provider: Any = None) -> None:
         # Here, not at module level: the builders import the pipeline (and OTel's SDK parts).
@@ -69,10 +69,12 @@ class LocalRuntime:
         self.tracer_provider = TracerProvider(
             resource=Resource.create({SERVICE_NAME: service_name}), id_generator=id_generator,
             shutdown_on_exit=False)
-        self._flush_ms = int(flush_timeout * 1000)
         self._closed = False
         self._runtime = Runtime()
         resolved_limits = (limits or LimitsOptions()).resolve()
+        if flush_timeout is None:
+            flush_timeout = float(resolved_limits.flush_timeout or 0)
+        self._flush_ms = int(flush_timeout * 1000)
         # No retry spool: a test's exporter either takes a batch or the test fails.
         downstream = export_processor(self.exporter, ExportOptions(retry=False).resolve(),
                                       RedactionOptions().resolve())
@@ -106,8 +108,8 @@ class LocalRuntime:
         """Wait for pending scores, then export; True when everything got out in time.
 
         Args:
-            timeout_millis: the deadline; default ``flush_timeout`` (10 s) of
-                ``local_runtime()``.
+            timeout_millis: the deadline; default ``flush_timeout`` of ``local_runtime()``
+                (``LimitsOptions.flush_timeout``: ``TRACESCORE_FLUSH_TIMEOUT``, else 10 s).
         """
         if self._closed:
             return True
@@ -153,7 +155,7 @@ class LocalRuntime:
 def local_runtime(*, scoring: Sequence[ScoringRule] = (),
                   exporter: SpanExporter | None = None, id_generator: IdGenerator | None = None,
                   service_name: str = "tracescore-local", content: ContentOptions | None = None,
-                  limits: LimitsOptions | None = None, flush_timeout: float = 10.0,
+                  limits: LimitsOptions | None = None, flush_timeout: float | None = None,
                   on_score: Callable[[Any], Any] | None = None, meter_provider: Any = None,
                   logger_provider: Any = None) -> LocalRuntime:
     """tracescore configured but not installed (as logfire's ``configure(local=True)``): a
@@ -178,7 +180,8 @@ def local_runtime(*, scoring: Sequence[ScoringRule] = (),
         service_name: its resource's ``service.name``; default ``"tracescore-local"``.
         content: ``ContentOptions`` as ``configure(content=...)``; default the environment's.
         limits: ``LimitsOptions`` as ``configure(limits=...)``; default the environment's.
-        flush_timeout: seconds ``force_flush()``/``shutdown()`` wait by default; 10.
+        flush_timeout: seconds ``force_flush()``/``shutdown()`` wait by default; default
+            ``limits``' ``flush_timeout`` (``TRACESCORE_FLUSH_TIMEOUT``, else 10).
         on_score: called with each ``ScoreEvent``, as ``configure(on_score=...)``.
         meter_provider: where its score metrics go; default none (a no-op provider, not the
             global one).
