@@ -174,8 +174,39 @@ def test_a_with_block_shuts_the_runtime_down_and_its_spans_stay_readable() -> No
     local.shutdown()  # again: nothing
 
 
+def test_its_log_records_and_metrics_go_to_its_own_providers_only(
+        capscore: CaptureScores) -> None:
+    from opentelemetry.sdk._logs import LoggerProvider
+    from opentelemetry.sdk._logs import export as logs_export
+    from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+
+    memory = getattr(logs_export, "InMemoryLogRecordExporter", None) or \
+        logs_export.InMemoryLogExporter
+    logs = memory()
+    logger_provider = LoggerProvider()
+    logger_provider.add_log_record_processor(logs_export.SimpleLogRecordProcessor(logs))
+    reader = InMemoryMetricReader()
+    received: list[Any] = []
+    output = tracescore.OutputOptions(logger_provider=logger_provider,
+                                      meter_provider=MeterProvider(metric_readers=[reader]))
+    with local_runtime(scoring=[similarity()], output=output, on_score=received.append):
+        answer("local")
+    answer("global")
+
+    (record,) = [r.log_record for r in logs.get_finished_logs()]
+    assert record.attributes["gen_ai.evaluation.name"] == "content-similarity"
+    assert [event.scorer_id for event in received] == ["content-similarity"]
+    names = {m.name for rm in reader.get_metrics_data().resource_metrics
+             for sm in rm.scope_metrics for m in sm.metrics}
+    assert "tracescore.evaluation.score" in names, names
+    assert questions(capscore.spans()) == ["global"]
+
+
 def test_bad_arguments_fail_early() -> None:
     with pytest.raises(tracescore.ConfigurationError, match="ScoringRule objects"):
         local_runtime(scoring=[create_content_similarity_scorer()])  # type: ignore[list-item]
     with pytest.raises(tracescore.ConfigurationError, match="SpanExporter"):
         local_runtime(exporter=object())  # type: ignore[arg-type]
+    with pytest.raises(tracescore.ConfigurationError, match="phoenix_url"):
+        local_runtime(output=tracescore.OutputOptions(phoenix_url="http://127.0.0.1:1"))

@@ -25,7 +25,13 @@ from tracescore._core.stats import Stats
 from tracescore._pipeline.rules import ScoringRule
 from tracescore._pipeline.runtime import Runtime
 from tracescore._setup import env as _env
-from tracescore._setup.options import ContentOptions, ExportOptions, LimitsOptions, RedactionOptions
+from tracescore._setup.options import (
+    ContentOptions,
+    ExportOptions,
+    LimitsOptions,
+    OutputOptions,
+    RedactionOptions,
+)
 from tracescore._version import __version__
 
 from ._exporter import InMemoryScoreExporter
@@ -44,11 +50,11 @@ class LocalRuntime:
     """
 
     def __init__(self, *, scoring: Sequence[ScoringRule] = (),
-                 exporter: SpanExporter | None = None, id_generator: IdGenerator | None = None,
-                 service_name: str = "tracescore-local", content: ContentOptions | None = None,
-                 limits: LimitsOptions | None = None, flush_timeout: float | None = None,
-                 on_score: Callable[[Any], Any] | None = None, meter_provider: Any = None,
-                 logger_provider: Any = None) -> None:
+                 exporter: SpanExporter | None = None,
+                 on_score: Callable[[Any], Any] | None = None,
+                 content: ContentOptions | None = None, limits: LimitsOptions | None = None,
+                 output: OutputOptions | None = None, service_name: str = "tracescore-local",
+                 id_generator: IdGenerator | None = None) -> None:
         # Here, not at module level: the builders import the pipeline (and OTel's SDK parts).
         from opentelemetry._logs import NoOpLoggerProvider
         from opentelemetry.metrics import NoOpMeterProvider
@@ -63,6 +69,14 @@ class LocalRuntime:
                     f"{type(rule).__name__}")
         if exporter is not None and not isinstance(exporter, SpanExporter):
             raise ConfigurationError("local_runtime(exporter=...) takes an OTel SpanExporter")
+        output = output if output is not None else OutputOptions()
+        if not isinstance(output, OutputOptions):
+            raise ConfigurationError("local_runtime(output=...) takes a tracescore.OutputOptions")
+        for name in ("phoenix_url", "console"):
+            if getattr(output, name) is not None:
+                raise ConfigurationError(
+                    f"local_runtime(output=OutputOptions({name}=...)): a local runtime has its "
+                    "log records and metrics only (logger_provider, meter_provider)")
         self.rules = rules
         self.exporter: Any = (InMemoryScoreExporter(deterministic_times=True)
                               if exporter is None else exporter)
@@ -72,8 +86,7 @@ class LocalRuntime:
         self._closed = False
         self._runtime = Runtime()
         resolved_limits = (limits or LimitsOptions()).resolve()
-        if flush_timeout is None:
-            flush_timeout = float(resolved_limits.flush_timeout or 0)
+        flush_timeout = float(resolved_limits.flush_timeout or 0)
         self._flush_ms = int(flush_timeout * 1000)
         # No retry spool: a test's exporter either takes a batch or the test fails.
         downstream = export_processor(self.exporter, ExportOptions(retry=False).resolve(),
@@ -81,8 +94,8 @@ class LocalRuntime:
         self._processor, telemetry = build_scoring(
             self._runtime, [rule.compile() for rule in rules], resolved_limits,
             downstream=downstream, flush_timeout=flush_timeout,
-            meter_provider=meter_provider or NoOpMeterProvider(),
-            logger_provider=logger_provider or NoOpLoggerProvider(), on_score=on_score)
+            meter_provider=output.meter_provider or NoOpMeterProvider(),
+            logger_provider=output.logger_provider or NoOpLoggerProvider(), on_score=on_score)
         self.tracer_provider.add_span_processor(self._processor)
         self._runtime.install(
             tracer=self.tracer_provider.get_tracer(sc.INSTRUMENTATION_SCOPE, __version__),
@@ -108,8 +121,8 @@ class LocalRuntime:
         """Wait for pending scores, then export; True when everything got out in time.
 
         Args:
-            timeout_millis: the deadline; default ``flush_timeout`` of ``local_runtime()``
-                (``LimitsOptions.flush_timeout``: ``TRACESCORE_FLUSH_TIMEOUT``, else 10 s).
+            timeout_millis: the deadline; default its ``limits``' ``flush_timeout``
+                (``TRACESCORE_FLUSH_TIMEOUT``, else 10 s).
         """
         if self._closed:
             return True
@@ -153,11 +166,11 @@ class LocalRuntime:
 
 
 def local_runtime(*, scoring: Sequence[ScoringRule] = (),
-                  exporter: SpanExporter | None = None, id_generator: IdGenerator | None = None,
-                  service_name: str = "tracescore-local", content: ContentOptions | None = None,
-                  limits: LimitsOptions | None = None, flush_timeout: float | None = None,
-                  on_score: Callable[[Any], Any] | None = None, meter_provider: Any = None,
-                  logger_provider: Any = None) -> LocalRuntime:
+                  exporter: SpanExporter | None = None,
+                  on_score: Callable[[Any], Any] | None = None,
+                  content: ContentOptions | None = None, limits: LimitsOptions | None = None,
+                  output: OutputOptions | None = None, service_name: str = "tracescore-local",
+                  id_generator: IdGenerator | None = None) -> LocalRuntime:
     """tracescore configured but not installed (as logfire's ``configure(local=True)``): a
     ``LocalRuntime`` with its own tracer provider, scoring processor and exporter.
 
@@ -175,24 +188,24 @@ def local_runtime(*, scoring: Sequence[ScoringRule] = (),
         scoring: its ``ScoringRule``s, as ``configure(scoring=...)`` takes them.
         exporter: where its spans go; default a new ``InMemoryScoreExporter`` (with
             ``deterministic_times``), read with ``scores()``/``spans()``.
+        on_score: called with each ``ScoreEvent``, as ``configure(on_score=...)``.
+        content: ``ContentOptions`` as ``configure(content=...)``; default the environment's.
+        limits: ``LimitsOptions`` as ``configure(limits=...)``, ``flush_timeout`` included
+            (what ``force_flush()``/``shutdown()`` wait by default); default the environment's.
+        output: ``OutputOptions`` with its ``logger_provider`` (score log records) and
+            ``meter_provider`` (score metrics); default none of either: a no-op provider, not
+            the global one. ``phoenix_url`` and ``console`` apply to ``configure()`` only.
+        service_name: its resource's ``service.name``; default ``"tracescore-local"``.
         id_generator: its provider's id generator (``SequentialIdGenerator()`` for
             comparable ids); default random ids.
-        service_name: its resource's ``service.name``; default ``"tracescore-local"``.
-        content: ``ContentOptions`` as ``configure(content=...)``; default the environment's.
-        limits: ``LimitsOptions`` as ``configure(limits=...)``; default the environment's.
-        flush_timeout: seconds ``force_flush()``/``shutdown()`` wait by default; default
-            ``limits``' ``flush_timeout`` (``TRACESCORE_FLUSH_TIMEOUT``, else 10).
-        on_score: called with each ``ScoreEvent``, as ``configure(on_score=...)``.
-        meter_provider: where its score metrics go; default none (a no-op provider, not the
-            global one).
-        logger_provider: where its score log records go; default none (a no-op provider).
 
     Returns:
         A ``LocalRuntime``.
 
     Raises:
-        ConfigurationError: a rule is not a ``ScoringRule``, or ``exporter`` is not a
-            ``SpanExporter``.
+        ConfigurationError: a rule is not a ``ScoringRule``, ``exporter`` is not a
+            ``SpanExporter``, ``output`` is not an ``OutputOptions`` or sets ``phoenix_url``
+            or ``console``.
 
     Examples:
         >>> with tracescore.testing.local_runtime(scoring=[tracescore.ScoringRule(
@@ -202,7 +215,6 @@ def local_runtime(*, scoring: Sequence[ScoringRule] = (),
         >>> local.scores()
         {'content-similarity': [1.0]}
     """
-    return LocalRuntime(scoring=scoring, exporter=exporter,
-                        id_generator=id_generator, service_name=service_name, content=content,
-                        limits=limits, flush_timeout=flush_timeout, on_score=on_score,
-                        meter_provider=meter_provider, logger_provider=logger_provider)
+    return LocalRuntime(scoring=scoring, exporter=exporter, on_score=on_score, content=content,
+                        limits=limits, output=output, service_name=service_name,
+                        id_generator=id_generator)
