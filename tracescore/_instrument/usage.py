@@ -43,6 +43,7 @@ from opentelemetry import context as otel_context
 
 from tracescore._core import semconv as sc
 from tracescore._core.errors import ConfigurationError
+from tracescore._core.otel_compat import attribute_dict, own_attributes
 
 logger = logging.getLogger("tracescore")
 
@@ -546,7 +547,8 @@ def record_span(span: Any, telemetry: Any, price_file: str | None) -> None:
     metrics (its own recorded cost, else priced from the table), once per call. Called as the
     span ends, in the context it ran in (the agent's). Never raises."""
     try:
-        attrs = span.attributes
+        # The plain dict behind an ended span's attributes: a dozen look-ups at C speed.
+        attrs = attribute_dict(own_attributes(span), frozen_only=True) or span.attributes
         if not attrs:
             return
         found = from_attributes(attrs)

@@ -74,6 +74,8 @@ OUTCOME: str = sc.TRACESCORE_OUTCOME
 MAX_DIMENSION_VALUES = 20
 OTHER = "_other"
 NONE = "_none"
+# Distinct model-call attribute sets remembered (``Telemetry._llm_attributes``).
+_MAX_LLM_ATTRIBUTE_SETS = 1024
 SKIP_REASON: str = sc.TRACESCORE_SKIP_REASON
 DROP_REASON: str = sc.TRACESCORE_DROP_REASON
 TOKEN_TYPE: str = sc.GEN_AI_TOKEN_TYPE
@@ -160,6 +162,8 @@ class Telemetry:
         self.annotations = made["annotations"]
         self._dimension_lock = threading.Lock()
         self._dimension_values: dict[tuple[str, str], set[str]] = {}
+        # Model-call metric attributes by their raw values (``_llm_attributes``).
+        self._llm_attrs: dict[tuple[Any, ...], tuple[dict[str, Any], ...]] = {}
         self._logger_provider = logger_provider
         self._event_logger: Any = None
 
@@ -207,29 +211,49 @@ class Telemetry:
             request_model, provider: the decorator's ``model=`` and ``provider=``, if given.
         """
         try:
-            attrs: dict[str, Any] = {
-                sc.GEN_AI_OPERATION_NAME: sc.OPERATION_CHAT,
-                sc.GEN_AI_AGENT_NAME: self.bounded(_LLM, sc.GEN_AI_AGENT_NAME, agent),
-            }
-            if request_model:
-                attrs[sc.GEN_AI_REQUEST_MODEL] = self.bounded(
-                    _LLM, sc.GEN_AI_REQUEST_MODEL, request_model)
-            if usage.model:
-                attrs[sc.GEN_AI_RESPONSE_MODEL] = self.bounded(
-                    _LLM, sc.GEN_AI_RESPONSE_MODEL, usage.model)
-            if provider:
-                attrs[sc.GEN_AI_PROVIDER_NAME] = self.bounded(
-                    _LLM, sc.GEN_AI_PROVIDER_NAME, provider)
-            for token_type, count in (("input", usage.input_tokens),
-                                      ("output", usage.output_tokens)):
-                if count is not None:
-                    self.client_tokens.record(count, {**attrs, TOKEN_TYPE: token_type})
+            attrs, inputs, outputs = self._llm_attributes(agent, request_model, usage.model,
+                                                          provider)
+            if usage.input_tokens is not None:
+                self.client_tokens.record(usage.input_tokens, inputs)
+            if usage.output_tokens is not None:
+                self.client_tokens.record(usage.output_tokens, outputs)
             if spent is not None:
                 self.llm_cost.add(spent[0] + spent[1], attrs)
             elif usage.input_tokens is not None or usage.output_tokens is not None:
                 self.llm_unpriced.add(1, attrs)
         except Exception:
             logger.debug("tracescore could not record model call metrics", exc_info=True)
+
+    def _llm_attributes(self, agent: Any, request_model: Any, response_model: Any,
+                        provider: Any) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
+        """The metric attributes of a model call (and those of its input and output token
+        counts), made once per distinct set of values: every model call of an application
+        repeats a few of them, and making them redacts and bounds each value."""
+        key = (agent, request_model, response_model, provider)
+        try:
+            made = self._llm_attrs.get(key)
+        except TypeError:  # an unhashable value (a list attribute): made every time
+            key, made = None, None
+        if made is not None:
+            return made
+        attrs: dict[str, Any] = {
+            sc.GEN_AI_OPERATION_NAME: sc.OPERATION_CHAT,
+            sc.GEN_AI_AGENT_NAME: self.bounded(_LLM, sc.GEN_AI_AGENT_NAME, agent),
+        }
+        if request_model:
+            attrs[sc.GEN_AI_REQUEST_MODEL] = self.bounded(
+                _LLM, sc.GEN_AI_REQUEST_MODEL, request_model)
+        if response_model:
+            attrs[sc.GEN_AI_RESPONSE_MODEL] = self.bounded(
+                _LLM, sc.GEN_AI_RESPONSE_MODEL, response_model)
+        if provider:
+            attrs[sc.GEN_AI_PROVIDER_NAME] = self.bounded(_LLM, sc.GEN_AI_PROVIDER_NAME, provider)
+        made = (attrs, {**attrs, TOKEN_TYPE: "input"}, {**attrs, TOKEN_TYPE: "output"})
+        if key is not None:
+            if len(self._llm_attrs) >= _MAX_LLM_ATTRIBUTE_SETS:
+                self._llm_attrs.clear()
+            self._llm_attrs[key] = made
+        return made
 
     def record_export(self, outcome: str, spans: int) -> None:
         """Count spans the exporter accepted (``outcome="exported"``) or dropped for the cause
