@@ -69,7 +69,7 @@ CHILD = textwrap.dedent(
         if mode == "holding_config_lock":
             _config._config_lock.acquire()
         if mode == "holding_processor_lock":
-            _config.current().processor._lock.acquire()
+            _config.current().processor._counts.lock.acquire()
         print("ready", flush=True)
         threading.Event().wait()
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -19,6 +20,7 @@ from opentelemetry.sdk.trace import Event, ReadableSpan
 from opentelemetry.sdk.util import BoundedList
 from opentelemetry.trace import SpanContext, TraceFlags
 
+from tracescore._core import loop as _loop
 from tracescore._core.otel_compat import (
     attribute_dict,
     list_items,
@@ -31,6 +33,9 @@ from tracescore._core.stats import Stats
 Key = tuple[int, int]
 
 logger = logging.getLogger("tracescore")
+
+# Seconds between deadline sweeps at most: many held spans share one sweep.
+_SWEEP_COALESCE = 0.05
 
 
 class Held:
@@ -71,6 +76,7 @@ class HeldSpans:
         # flush waits for them, or the export processor flushes without them).
         self._handing = 0
         self._handed = threading.Condition(self._lock)
+        self._sweep_armed = False  # loop-thread only
 
     def __len__(self) -> int:
         return len(self._spans)
@@ -152,6 +158,21 @@ class HeldSpans:
         self._export_all(expired)
         return None if first is None else first.deadline
 
+    def arm_sweep(self, delay: float) -> None:
+        """On the loop thread: sweep the expired spans in ``delay`` seconds (a span's score
+        timeout), unless a sweep is armed already or nothing is held. Each sweep arms the next
+        for the oldest deadline left."""
+        if not self._sweep_armed and len(self._spans):
+            self._sweep_armed = True
+            _loop.get_loop().call_later(delay, self._sweep)
+
+    def _sweep(self) -> None:
+        now = time.monotonic()
+        next_deadline = self.expire(now)
+        self._sweep_armed = next_deadline is not None
+        if next_deadline is not None:
+            _loop.get_loop().call_later(max(next_deadline - now, _SWEEP_COALESCE), self._sweep)
+
     def release_all(self) -> int:
         """Export every held span now with the scores it has (a flush or shutdown past its
         deadline). Returns how many went out; their later scores go on carrier spans."""
@@ -174,6 +195,7 @@ class HeldSpans:
         self._lock = threading.Lock()
         self._handed = threading.Condition(self._lock)
         self._handing = 0
+        self._sweep_armed = False
         self._spans.clear()
         self._stats.spans_held = 0
 

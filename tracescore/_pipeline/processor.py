@@ -32,12 +32,12 @@ from typing import Any
 from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor
 from opentelemetry.trace import StatusCode
 
-from tracescore._core import loop as _loop
 from tracescore._core import semconv as sc
 from tracescore._core.otel_compat import span_context
 from tracescore._core.stats import Stats
 from tracescore._pipeline.engine import Engine, Job
 from tracescore._pipeline.held import HeldSpans
+from tracescore._pipeline.lifecycle import Lifecycle
 from tracescore._pipeline.request import ScoringRequest
 from tracescore._pipeline.rules import CompiledRule, Selected, select
 from tracescore._pipeline.sampling import TracePicker
@@ -57,13 +57,16 @@ from tracescore._writers.telemetry import TelemetryWriter
 
 logger = logging.getLogger("tracescore")
 
-# Seconds between deadline sweeps at most: many held spans share one sweep.
-_SWEEP_COALESCE = 0.05
-# The deadline of a shutdown that follows a flush which missed its own (a hung scorer or
-# backend): enough to hand over what is held, not another full wait on the same hang.
-_SHUTDOWN_AFTER_MISSED_FLUSH = 1.0
 
 __all__ = ["ScoreEvent", "ScoringSpanProcessor", "Stats"]
+
+# The counter of each reason a job was skipped.
+_SKIP_FIELDS = {
+    "queue_full": "skipped_queue_full",
+    "held_spans_full": "skipped_held_full",
+    "rate_limited": "skipped_rate_limited",
+    "budget": "skipped_budget",
+}
 
 
 class ScoringSpanProcessor(SpanProcessor):
@@ -125,18 +128,14 @@ class ScoringSpanProcessor(SpanProcessor):
         self._ending: dict[tuple[int, int], Any] = ending if ending is not None else {}
         self._defer = defer
         self._stats = Stats()
-        self._lock = threading.Lock()
+        self._counts = _Counts(self._stats, telemetry)
         # An export processor that reports what the exporter accepted and what it dropped
         # (tracescore's ExportProcessor) counts spans_exported; any other counts on hand-off.
         report_to = getattr(downstream, "report_to", None)
         self._export_reports = callable(report_to)
         if report_to is not None and self._export_reports:
-            report_to(self._count_export)
+            report_to(self._counts.export)
         self._closed = False
-        self._shutdown_started = False
-        self._export_call: _Call | None = None
-        self._flush_missed = False  # the last force_flush ran out of time
-        self._sweep_armed = False  # loop-thread only
         self._wants_tool_calls = any(r.scorer.uses_tool_calls or r.tool_results_as_context
                                      for r in self._rules)
         #: The trace-sampling decision of every rule, once per trace (the decorators ask too).
@@ -164,6 +163,9 @@ class ScoringSpanProcessor(SpanProcessor):
         self._engine = Engine(chain, concurrency=max_concurrency,
                               max_queue_size=max_queue_size, job_timeout=job_timeout,
                               on_drain=self._arm_sweep)
+        self._lifecycle = Lifecycle(self._engine, self._held, downstream,
+                                    flush_timeout=flush_timeout,
+                                    count_dropped=self._counts.dropped)
         if not self._rules and self._export_reports and downstream is not None:
             # Nothing to score: the export processor's own on_end takes every span (it never
             # raises and counts what it accepts), without a hop through this one.
@@ -313,17 +315,16 @@ class ScoringSpanProcessor(SpanProcessor):
                 buffer.end_trace(ctx.trace_id)  # the local root ended: nothing later needs it
         content = _turns.finish(span, kind, reader.read(span, kind), beneath,
                                 lambda other: reader_for(other, self._readers), reader)
-        request = self._request(span, ctx, kind, content, context,
-                                None if context[0] else _turns.no_documents_reason(reader, span))
+        request = _request(span, ctx, kind, content, context,
+                           None if context[0] else _turns.no_documents_reason(reader, span))
         held = self._held.hold(span, len(admitted), time.monotonic() + self._score_timeout)
         if held is None:
-            self._count_skips(admitted, "held_spans_full")
+            self._counts.skips(admitted, "held_spans_full")
             return "passed"
         if self._engine.submit([Job(request, s.rule, s.on_error, span) for s in admitted]):
-            with self._lock:
-                self._stats.spans_scored += 1
+            self._counts.add("spans_scored")
             return "scored"
-        self._count_skips(admitted, "queue_full")
+        self._counts.skips(admitted, "queue_full")
         # A flush or shutdown may have exported it meanwhile (the skip still happened).
         return "passed" if self._held.unhold(held) else "scored"
 
@@ -331,7 +332,7 @@ class ScoringSpanProcessor(SpanProcessor):
         """Apply the held-span cap, each rule's rate limit and budget (they count at the
         span's end); skips are counted."""
         if self._held.full():
-            self._count_skips(selected, "held_spans_full")
+            self._counts.skips(selected, "held_spans_full")
             return []
         admitted = []
         for choice in selected:
@@ -339,61 +340,8 @@ class ScoringSpanProcessor(SpanProcessor):
             if reason is None:
                 admitted.append(choice)
             else:
-                self._count_skips([choice], reason)
+                self._counts.skips([choice], reason)
         return admitted
-
-    def _request(self, span: ReadableSpan, ctx: Any, kind: str | None, content: Content,
-                 context: tuple[tuple[Any, ...], tuple[Any, ...]],
-                 documents_missing: str | None) -> ScoringRequest:
-        documents, tool_calls = context
-        if not tool_calls and content.tool_calls:
-            tool_calls = content.tool_calls  # a model turn's requested calls
-        status = span.status.status_code
-        return ScoringRequest(
-            input=content.input,
-            output=content.output,
-            documents=documents,
-            tool_calls=tool_calls,
-            trace_id=ctx.trace_id,
-            span_id=ctx.span_id,
-            parent_span_id=span.parent.span_id if span.parent else None,
-            span_name=span.name,
-            kind=kind,
-            attributes=span.attributes,
-            scope=scope_name(span),
-            start_time=span.start_time or 0,
-            end_time=span.end_time or 0,
-            status=("error" if status is StatusCode.ERROR
-                    else "ok" if status is StatusCode.OK else "unset"),
-            error=content.error,
-            content_missing=content.missing,
-            documents_missing=documents_missing,
-        )
-
-    def _count_skips(self, selected: Sequence[Selected], reason: str) -> None:
-        field = {
-            "queue_full": "skipped_queue_full",
-            "held_spans_full": "skipped_held_full",
-            "rate_limited": "skipped_rate_limited",
-            "budget": "skipped_budget",
-        }[reason]
-        with self._lock:
-            setattr(self._stats, field, getattr(self._stats, field) + len(selected))
-        if self._telemetry is not None:
-            for choice in selected:
-                self._telemetry.record_skip(choice.rule.scorer_id, reason)
-
-    def _count_dropped(self, counts: Counter[str]) -> None:
-        """Count scoring jobs that will never finish (tracescore shut down), by scorer id."""
-        total = sum(counts.values())
-        if not total:
-            return
-        with self._lock:
-            self._stats.jobs_dropped += total
-        if self._telemetry is not None:
-            for scorer_id, n in counts.items():
-                if n > 0:
-                    self._telemetry.record_dropped(scorer_id, n)
 
     # -- export --------------------------------------------------------------------------------
     def _export(self, span: ReadableSpan, encoded: int | None = None) -> None:
@@ -405,134 +353,38 @@ class ScoringSpanProcessor(SpanProcessor):
             else:
                 self._downstream.on_end(span)
             if not self._export_reports:
-                with self._lock:
-                    self._stats.spans_exported += 1
+                self._counts.add("spans_exported")
         except Exception:
             logger.warning("tracescore export processor failed; span %r lost", span.name,
                            exc_info=True)
 
-    def _count_export(self, outcome: str, spans: int) -> None:
-        """The export processor's report: ``spans`` accepted (``exported``) or dropped for the
-        cause ``outcome``; any thread."""
-        with self._lock:
-            self._stats.count_export(outcome, spans)
-        if self._telemetry is not None:
-            self._telemetry.record_export(outcome, spans)
-
-    # -- deadlines (on the loop thread) --------------------------------------------------------
     def _arm_sweep(self) -> None:
-        if not self._sweep_armed and len(self._held):
-            self._sweep_armed = True
-            _loop.get_loop().call_later(self._score_timeout, self._sweep)
+        self._held.arm_sweep(self._score_timeout)  # the engine drained: on the loop thread
 
-    def _sweep(self) -> None:
-        now = time.monotonic()
-        next_deadline = self._held.expire(now)
-        self._sweep_armed = next_deadline is not None
-        if next_deadline is not None:
-            delay = max(next_deadline - now, _SWEEP_COALESCE)
-            _loop.get_loop().call_later(delay, self._sweep)
-
-    # -- lifecycle -----------------------------------------------------------------------------
+    # -- lifecycle (``lifecycle.Lifecycle``) ---------------------------------------------------
     def force_flush(self, timeout_millis: float = 30_000) -> bool:
         """Wait for pending scores, export every held span, then flush the export processor,
-        all within ``timeout_millis``.
-
-        Scores get most of the deadline; the rest (a fifth, at least a quarter second when the
-        deadline allows) is kept for the export, so held spans still reach the exporter when a
-        scorer hangs. The export processor's flush runs on a helper thread, so a hung exporter
-        or an unreachable backend cannot hold the caller past the deadline (the SDK's
-        ``BatchSpanProcessor`` ignores flush deadlines).
-
-        Returns True when every score came in and the export processor flushed in time. Spans
-        whose scores are still pending at the deadline are exported with the scores they have;
-        later scores go out on carrier spans.
-        """
-        budget = _seconds(timeout_millis)
-        deadline = time.monotonic() + budget
-        reserve = max(budget * 0.2, min(budget * 0.5, 0.25))
-        if _loop.is_loop_thread():
-            # Called by a scorer or an on_score callback: no job can finish while it waits.
-            idle = self._engine.pending == 0
-        else:
-            idle = self._engine.wait_idle(max(0.0, deadline - reserve - time.monotonic()))
-        remaining = self._held.release_all()
-        # A span the loop's sweep released is still being handed over on its thread: the
-        # export processor's flush must come after it, or misses it.
-        flushed = self._held.wait_handed_over(_left(deadline))
-        if self._downstream is not None:
-            downstream = self._downstream
-
-            def flush() -> bool:
-                left = max(0, int((deadline - time.monotonic()) * 1000))
-                return bool(downstream.force_flush(left))
-
-            flushed = self._call_before(flush, "flush", deadline) and flushed
-        self._flush_missed = not (idle and flushed)
-        return bool(idle and flushed and not remaining)
+        all within ``timeout_millis`` (``lifecycle.Lifecycle.force_flush``). Returns True when
+        every score came in and the export processor flushed in time; spans whose scores are
+        still pending at the deadline are exported with the scores they have (later scores go
+        out on carrier spans)."""
+        return self._lifecycle.force_flush(timeout_millis)
 
     def shutdown(self, timeout_millis: float | None = None) -> None:
         """Flush within ``timeout_millis`` (default: ``flush_timeout``), stop scoring, shut
-        the export processor down.
+        the export processor down; only the first call does anything
+        (``lifecycle.Lifecycle.shutdown``)."""
 
-        Only the first call does anything: tracescore's exit hook and the SDK's
-        ``TracerProvider`` (at exit) both shut processors down, and the second must not wait
-        again. When the last ``force_flush`` missed its deadline (no later one succeeded), the
-        deadline is at most one second: a second full wait on the same hung backend or scorer
-        would get nothing more out, so ``force_flush()`` then ``shutdown()`` costs one deadline,
-        not two (the exit hooks rely on this too). The export processor cannot tell whether a
-        flush that returned at its deadline is still stuck, so the miss alone decides.
-        """
-        with self._lock:
-            if self._shutdown_started:
-                return
-            self._shutdown_started = True
-        if timeout_millis is None:
-            timeout_millis = self.flush_timeout * 1000
-        if self._flush_missed:
-            timeout_millis = min(_seconds(timeout_millis), _SHUTDOWN_AFTER_MISSED_FLUSH) * 1000
-        deadline = time.monotonic() + _seconds(timeout_millis)
-        self.force_flush(timeout_millis)
-        self._closed = True  # from now on on_end exports every span directly
-        # Jobs of spans that ended during the flush (and any still running) are dropped and
-        # counted; their spans are released just below.
-        self._count_dropped(self._engine.shutdown(_left(deadline),
-                                                  on_late_drop=self._count_dropped))
-        self._held.release_all()
-        self._held.wait_handed_over(_left(deadline))  # before the export processor stops
-        if self._downstream is not None:
-            downstream = self._downstream
+        def close() -> None:
+            self._closed = True  # from now on on_end exports every span directly
 
-            def stop() -> bool:
-                downstream.shutdown()
-                return True
-
-            self._call_before(stop, "shutdown", deadline, queue=True)
-
-    def _call_before(self, fn: Callable[[], bool], what: str, deadline: float,
-                     queue: bool = False) -> bool:
-        """Run ``fn`` (a flush or shutdown of the export processor) on a helper thread and wait
-        for it until ``deadline``. Returns its result; False when it failed or is still running.
-        One call at a time: while an earlier one is stuck in a hung exporter, a flush gives up
-        at the deadline instead of piling another thread on the same lock, and the shutdown
-        (``queue=True``) is queued to run once the stuck call returns."""
-        previous = self._export_call
-        if previous is not None and not previous.done.wait(_left(deadline)) and not queue:
-            return False
-        call = _Call(fn, what, after=previous)
-        self._export_call = call
-        try:
-            threading.Thread(target=call.run, name=f"tracescore-{what}", daemon=True).start()
-        except RuntimeError:  # no new threads (interpreter shutdown): run it here, unless stuck
-            if previous is not None and not previous.done.is_set():
-                return False
-            call.run()
-        return call.done.wait(_left(deadline)) and call.ok
+        # Through the attribute: a flush wrapped on this instance is the one shutdown runs.
+        self._lifecycle.shutdown(timeout_millis, lambda ms: self.force_flush(ms), close)
 
     def _after_fork_in_child(self) -> None:
         # The parent exports the spans it held and the engine's jobs did not survive fork():
         # the child forgets them (exporting them too would duplicate them).
-        self._lock = threading.Lock()
+        self._counts.lock = threading.Lock()
         self._held.forget_all()
         self._deferred.clear()
         self._span_events.after_fork_in_child()
@@ -540,45 +392,78 @@ class ScoringSpanProcessor(SpanProcessor):
             rule.after_fork_in_child()
         if self._buffer is not None:
             self._buffer.after_fork_in_child()
-        self._sweep_armed = False
-        self._export_call = None
+        self._lifecycle.after_fork_in_child()
 
 
-class _Call:
-    """One export-processor call on a helper thread."""
+class _Counts:
+    """A scoring processor's counters: its ``Stats``, changed under one lock (any thread), and
+    the same counts in the telemetry's metrics when there is a telemetry."""
 
-    def __init__(self, fn: Callable[[], bool], what: str, after: _Call | None = None) -> None:
-        self.fn = fn
-        self.what = what
-        self.after = after
-        self.done = threading.Event()
-        self.ok = False
+    def __init__(self, stats: Stats, telemetry: Any) -> None:
+        self.stats = stats
+        self.telemetry = telemetry
+        self.lock = threading.Lock()
 
-    def run(self) -> None:
-        try:
-            if self.after is not None:
-                self.after.done.wait()
-                self.after = None
-            self.ok = bool(self.fn())
-        except Exception:
-            logger.warning("tracescore export processor failed to %s", self.what, exc_info=True)
-        finally:
-            self.done.set()
+    def add(self, field: str, n: int = 1) -> None:
+        with self.lock:
+            setattr(self.stats, field, getattr(self.stats, field) + n)
+
+    def skips(self, selected: Sequence[Selected], reason: str) -> None:
+        """Jobs not run for ``reason`` (``queue_full``, ``held_spans_full``, ...)."""
+        self.add(_SKIP_FIELDS[reason], len(selected))
+        if self.telemetry is not None:
+            for choice in selected:
+                self.telemetry.record_skip(choice.rule.scorer_id, reason)
+
+    def dropped(self, counts: Counter[str]) -> None:
+        """Scoring jobs that will never finish (tracescore shut down), by scorer id."""
+        total = sum(counts.values())
+        if not total:
+            return
+        self.add("jobs_dropped", total)
+        if self.telemetry is not None:
+            for scorer_id, n in counts.items():
+                if n > 0:
+                    self.telemetry.record_dropped(scorer_id, n)
+
+    def export(self, outcome: str, spans: int) -> None:
+        """The export processor's report: ``spans`` accepted (``exported``) or dropped for the
+        cause ``outcome``; any thread."""
+        with self.lock:
+            self.stats.count_export(outcome, spans)
+        if self.telemetry is not None:
+            self.telemetry.record_export(outcome, spans)
 
 
-def _seconds(timeout_millis: Any) -> float:
-    """A deadline in milliseconds as seconds, clamped to what ``threading`` waits accept (NaN
-    and negative values count as 0)."""
-    try:
-        seconds = float(timeout_millis) / 1000
-    except (TypeError, ValueError):
-        return 0.0
-    return min(seconds, threading.TIMEOUT_MAX) if seconds > 0 else 0.0
-
-
-def _left(deadline: float) -> float:
-    """Seconds until ``deadline`` (monotonic), within what ``threading`` waits accept."""
-    return min(max(0.0, deadline - time.monotonic()), threading.TIMEOUT_MAX)
+def _request(span: ReadableSpan, ctx: Any, kind: str | None, content: Content,
+             context: tuple[tuple[Any, ...], tuple[Any, ...]],
+             documents_missing: str | None) -> ScoringRequest:
+    """What the scorers of ``span`` are asked: its content, the trace's documents and tool
+    calls (``context``), and where the span is."""
+    documents, tool_calls = context
+    if not tool_calls and content.tool_calls:
+        tool_calls = content.tool_calls  # a model turn's requested calls
+    status = span.status.status_code
+    return ScoringRequest(
+        input=content.input,
+        output=content.output,
+        documents=documents,
+        tool_calls=tool_calls,
+        trace_id=ctx.trace_id,
+        span_id=ctx.span_id,
+        parent_span_id=span.parent.span_id if span.parent else None,
+        span_name=span.name,
+        kind=kind,
+        attributes=span.attributes,
+        scope=scope_name(span),
+        start_time=span.start_time or 0,
+        end_time=span.end_time or 0,
+        status=("error" if status is StatusCode.ERROR
+                else "ok" if status is StatusCode.OK else "unset"),
+        error=content.error,
+        content_missing=content.missing,
+        documents_missing=documents_missing,
+    )
 
 
 _processors: weakref.WeakSet[ScoringSpanProcessor] = weakref.WeakSet()
