@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import logging
 import os
-import random
 import threading
 import time
 import weakref
@@ -41,56 +40,34 @@ from collections.abc import Callable
 from typing import Any
 
 from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor
-from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
+from opentelemetry.sdk.trace.export import SpanExporter
 from opentelemetry.trace import TraceFlags
 
-from tracescore._core import suppress as _suppress
 from tracescore._core.otel_compat import span_context
 
 from .scrub import Scrub
-from .size import envelope_size, fit, span_size
+from .sender import (
+    EXPORT_FAILED,
+    REJECTED,
+    SHUTDOWN,
+    Sender,
+)
+from .size import span_size
 from .spool import Spool
+from .worker import SPAN_OVERHEAD, TOO_LARGE, ExportThread
 
 logger = logging.getLogger("tracescore")
 
-# Bytes a queued span costs beyond its encoded size: the Python objects that hold it. A rough
-# figure (a ReadableSpan with a few attributes takes 1-3 KiB of objects); it keeps a flood of
-# tiny spans from filling memory within a byte bound meant for encoded data.
-SPAN_OVERHEAD = 1024
-# Backoff between retries of the spool's oldest batch, seconds: doubling from the first, with
-# jitter so that many processes do not retry in step.
-_BACKOFF_FIRST = 1.0
-_BACKOFF_MAX = 16.0
 
 _SAMPLED = TraceFlags.SAMPLED
 QUEUE_FULL = "queue_full"
-EXPORT_FAILED = "export_failed"
-TOO_LARGE = "too_large"
-SHUTDOWN = "shutdown"
-REJECTED = "rejected"
-EXPORTED = "exported"
 DROP_CAUSES = (QUEUE_FULL, EXPORT_FAILED, REJECTED, TOO_LARGE, SHUTDOWN)
 
-
-class PermanentExportError(Exception):
-    """Raised by an exporter when the backend rejected a batch for good (retrying it cannot
-    succeed): the export processor drops the batch and counts it as ``rejected``.
-
-    Args:
-        cause: a short, low-cardinality cause, e.g. ``http 400`` or ``grpc INVALID_ARGUMENT``
-            (the key of ``ExportProcessor.rejections``).
-        message: what the backend said (logged once per cause).
-    """
-
-    def __init__(self, cause: str, message: str = "") -> None:
-        super().__init__(f"{cause}: {message}" if message else cause)
-        self.cause = cause
-        self.message = message
 
 Report = Callable[[str, int], None]
 
 
-class ExportProcessor(SpanProcessor):
+class ExportProcessor(ExportThread, SpanProcessor):
     """Queue ended spans by bytes, export them in size-bounded batches on one thread, keep what
     fails on disk and retry it in order.
 
@@ -137,9 +114,10 @@ class ExportProcessor(SpanProcessor):
         self.scrub = scrub
         self.counts: Counter[str] = Counter()
         #: Spans the backend rejected for good, by cause (``PermanentExportError.cause``).
-        self.rejections: Counter[str] = Counter()
         self._counts_lock = threading.Lock()
         self._report: Report | None = None
+        self._sender = Sender(exporter, spool, self._count)
+        self.rejections = self._sender.rejections
         self._init_state()
         _instances.add(self)
 
@@ -159,8 +137,8 @@ class ExportProcessor(SpanProcessor):
         self._flush_done = 0
         self._flush_ok = True
         self._thread: threading.Thread | None = None
-        self._backoff = 0.0
-        self._retry_at = 0.0
+        self._sender.backoff = 0.0
+        self._sender.retry_at = 0.0
         self._warned_truncated = False
 
     # -- counters ------------------------------------------------------------------------------
@@ -286,13 +264,6 @@ class ExportProcessor(SpanProcessor):
                 self._cond.wait(min(left, 1.0))
         return True
 
-    def _settled(self, spans: int) -> None:
-        """``spans`` taken off the queue have left memory (the caller does not hold the lock)."""
-        if spans:
-            with self._cond:
-                self._settled_total += spans
-                self._cond.notify_all()
-
     def shutdown(self, timeout_millis: float = 30_000) -> None:
         """Flush once more, drop (and count as ``shutdown``) what is still waiting, remove the
         spool folder and shut the exporter down. Waits ``timeout_millis`` at most for an export
@@ -312,245 +283,6 @@ class ExportProcessor(SpanProcessor):
             self.exporter.shutdown()
         except Exception:
             logger.warning("tracescore: the exporter failed to shut down", exc_info=True)
-
-    # -- the export thread ---------------------------------------------------------------------
-    def _start(self) -> None:
-        """Start the export thread (holding ``_cond``)."""
-        self._thread = threading.Thread(target=self._run, name="tracescore-export", daemon=True)
-        self._thread.start()
-
-    def _run(self) -> None:
-        try:
-            if self.spool is not None:
-                # Batches of a process that died on the same spool directory, dropped when
-                # they were adopted (past the age bound): counted here, once reporting is set.
-                self._count(EXPORT_FAILED, self.spool.take_dropped())
-            while True:
-                with self._cond:
-                    flush, closing = self._wait()
-                    wanted = self._flush_asked
-                if flush or closing:
-                    ok = self._drain(final=closing)
-                    with self._cond:
-                        self._flush_done = wanted
-                        self._flush_ok = ok
-                        self._cond.notify_all()
-                    if closing:
-                        return
-                else:
-                    self._step()
-        except Exception:
-            logger.warning("tracescore's export thread failed; spans still queued are dropped "
-                           "(the application is unaffected)", exc_info=True)
-            self._discard()
-            with self._cond:
-                self._thread = None  # the next span starts a new one
-                self._flush_done = self._flush_asked
-                self._flush_ok = False
-                self._cond.notify_all()
-
-    def _wait(self) -> tuple[bool, bool]:
-        """Wait (holding ``_cond``) until there is work: a flush, the shutdown, a full or
-        overdue batch, or a spool retry that is due. Returns (flush, closing)."""
-        while True:
-            if self._closed:
-                return False, True
-            if self._flush_asked > self._flush_done:
-                return True, False
-            now = time.monotonic()
-            spooled = self.spool is not None and len(self.spool) > 0
-            if spooled and now >= self._retry_at:
-                return False, False
-            timeout = threading.TIMEOUT_MAX
-            if self._queue:
-                due = self._waiting_since + self.schedule_delay
-                if (now >= due or self._queued_encoded >= self.batch_bytes
-                        or len(self._queue) >= self.max_batch_spans):
-                    return False, False
-                timeout = due - now
-            if spooled:
-                timeout = min(timeout, self._retry_at - now)
-            self._cond.wait(min(timeout, threading.TIMEOUT_MAX))
-
-    def _step(self) -> None:
-        """One unit of work outside a flush: retry the spool's oldest batch when due, else
-        export (or, behind a non-empty spool, spool) the next batch."""
-        spool = self.spool
-        if spool is not None and len(spool):
-            if self._queued_bytes > self.queue_bytes // 2:
-                # Replaying (or waiting to) while spans keep coming: move them behind the spool
-                # before the queue fills up and has to drop.
-                batch = self._take(everything=True)
-                self._count(EXPORT_FAILED, spool.append(batch))
-                self._settled(len(batch))
-                return
-            if time.monotonic() >= self._retry_at:
-                self._retry_head()
-                return
-        batch = self._take()
-        if not batch:
-            return
-        if spool is not None and len(spool):
-            self._count(EXPORT_FAILED, spool.append(batch))  # in order, behind the failed ones
-        elif not self._send(batch):
-            self._failed(batch)
-        self._settled(len(batch))
-
-    def _drain(self, final: bool) -> bool:
-        """A flush: the spool first (one attempt, backoff or not), then every queued batch.
-        With ``final`` (shutdown) nothing is kept: what did not go out is counted. Returns True
-        when everything went out."""
-        ok = True
-        spool = self.spool
-        if final and spool is not None and len(spool) and time.monotonic() < self._retry_at:
-            # Shutting down while backing off: the flush before it just failed to reach the
-            # backend, and another try would only spend the deadline the caller has left.
-            ok = False
-        while ok and spool is not None and len(spool):
-            if not self._retry_head():
-                ok = False
-        while True:
-            batch = self._take(everything=True)
-            if not batch:
-                break
-            if ok and not (spool is not None and len(spool)):
-                if self._send(batch):
-                    self._settled(len(batch))
-                    continue
-                ok = False
-            if final:
-                self._count(SHUTDOWN, len(batch))
-            elif spool is not None:
-                self._count(EXPORT_FAILED, spool.append(batch))
-            else:
-                self._count(EXPORT_FAILED, len(batch))
-            self._settled(len(batch))
-        if final:
-            self._discard()
-        return ok and not (spool is not None and len(spool))
-
-    def _retry_head(self) -> bool:
-        """Export the spool's oldest batch; True when it went out (or nothing was left)."""
-        spool = self.spool
-        assert spool is not None
-        spans, dropped = spool.head()
-        self._count(EXPORT_FAILED, dropped)
-        if spans is None:
-            return True
-        if self._send(spans):
-            spool.pop()
-            self._backoff = 0.0
-            self._retry_at = 0.0
-            return True
-        self._back_off()
-        return False
-
-    def _failed(self, batch: list[ReadableSpan]) -> None:
-        """A fresh batch the exporter failed: into the spool (or counted), and back off."""
-        if self._closed:
-            self._count(SHUTDOWN, len(batch))
-            return
-        if self.spool is None:
-            self._count(EXPORT_FAILED, len(batch))
-            return
-        self._count(EXPORT_FAILED, self.spool.append(batch))
-        self._back_off()
-
-    def _rejected(self, exc: PermanentExportError, spans: int) -> None:
-        with self._counts_lock:
-            first = exc.cause not in self.rejections
-            self.rejections[exc.cause] += spans
-        if first:
-            logger.error("tracescore: the backend rejected %d spans for good (%s); they are "
-                         "dropped, not retried, and counted as rejected (logged once per cause)",
-                         spans, exc)
-        self._count(REJECTED, spans)
-
-    def _back_off(self) -> None:
-        self._backoff = min(_BACKOFF_MAX, self._backoff * 2 if self._backoff else _BACKOFF_FIRST)
-        self._retry_at = time.monotonic() + self._backoff * random.uniform(0.8, 1.2)
-
-    def _send(self, batch: list[ReadableSpan]) -> bool:
-        """Export one batch; True when it is done with: the exporter accepted it (counted as
-        exported) or the backend rejected it for good (counted as rejected). False: a retryable
-        failure."""
-        try:
-            with _suppress.suppressed():
-                result = self.exporter.export(batch)
-        except PermanentExportError as exc:
-            self._rejected(exc, len(batch))
-            return True
-        except Exception:
-            logger.warning("tracescore: the exporter raised while exporting %d spans; they are "
-                           "kept for a retry", len(batch), exc_info=True)
-            result = SpanExportResult.FAILURE
-        if result is SpanExportResult.SUCCESS:
-            self._count(EXPORTED, len(batch))
-            return True
-        return False
-
-    def _take(self, everything: bool = False) -> list[ReadableSpan]:
-        """The next batch off the queue, bounded by ``batch_bytes`` and ``max_batch_spans``;
-        empty when no batch is due (or, with ``everything``, when the queue is empty)."""
-        batch: list[ReadableSpan] = []
-        too_large = 0
-        with self._cond:
-            if not self._queue:
-                return batch
-            if not everything:
-                due = self._waiting_since + self.schedule_delay
-                if (time.monotonic() < due and self._queued_encoded < self.batch_bytes
-                        and len(self._queue) < self.max_batch_spans):
-                    return batch
-            used = 0
-            envelopes: set[tuple[int, int]] = set()
-            while self._queue and len(batch) < self.max_batch_spans:
-                span, encoded = self._queue[0]
-                key = (id(span.resource), id(span.instrumentation_scope))
-                extra = 0 if key in envelopes else envelope_size(span)
-                if batch and used + encoded + extra > self.batch_bytes:
-                    break
-                self._queue.popleft()
-                self._queued_bytes -= encoded + SPAN_OVERHEAD
-                self._queued_encoded -= encoded
-                if not batch and encoded + extra > self.batch_bytes:
-                    cut = fit(span, self.batch_bytes)
-                    if cut is None:
-                        too_large += 1
-                        continue
-                    self._note_truncated(span, encoded)
-                    span = cut
-                    encoded = span_size(cut)
-                envelopes.add(key)
-                used += encoded + extra
-                batch.append(span)
-            if self._queue:
-                self._waiting_since = time.monotonic()
-        self._count(TOO_LARGE, too_large)
-        self._settled(too_large)
-        if self.scrub is not None and batch:
-            batch = self.scrub(batch)  # before it is sent or spooled (issue 22)
-        return batch
-
-    def _note_truncated(self, span: ReadableSpan, encoded: int) -> None:
-        if not self._warned_truncated:
-            self._warned_truncated = True
-            logger.warning("tracescore cut span %r (%d bytes) to fit one export request of %d "
-                           "bytes; it carries tracescore.export.truncated=true (logged once)",
-                           span.name, encoded, self.batch_bytes)
-
-    def _discard(self) -> None:
-        """Count (as ``shutdown``) and forget everything queued and spooled."""
-        with self._cond:
-            left = len(self._queue)
-            self._queue.clear()
-            self._queued_bytes = 0
-            self._queued_encoded = 0
-            self._settled_total += left
-            self._cond.notify_all()
-        if self.spool is not None:
-            left += self.spool.close()
-        self._count(SHUTDOWN, left)
 
     def _after_fork_in_child(self) -> None:
         # The parent exports what it queued and spooled; the child starts empty, with its own

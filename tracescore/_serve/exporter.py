@@ -25,7 +25,7 @@ from typing import Any
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
-from .._export.processor import PermanentExportError
+from .._export.sender import PermanentExportError
 from .config import Downstream
 
 logger = logging.getLogger("tracescore")
