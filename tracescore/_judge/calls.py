@@ -209,20 +209,7 @@ class Caller:
         import tenacity
 
         await prepare(self.route, self.out_of_process)
-        kwargs: dict[str, Any] = {"temperature": 0, **self._kwargs}
-        kwargs.update(
-            model=self.model,
-            # The last gate before the provider: whatever built the prompt, no credential
-            # tracescore knows or recognises leaves in it (tracescore._core.redact).
-            messages=[{"role": m["role"], "content": redact_text(m["content"])}
-                      for m in [{"role": "system", "content": system}, *messages]],
-            timeout=self.timeout,
-            num_retries=0,
-            max_retries=0,
-        )
-        if response_format is not None:
-            kwargs["response_format"] = response_format
-
+        kwargs = self._request(system, messages, response_format)
         retrying = tenacity.AsyncRetrying(
             stop=tenacity.stop_after_attempt(self.max_retries + 1),
             wait=self._backoff,
@@ -281,6 +268,24 @@ class Caller:
                                "code is unaffected", self.model, self.endpoint or "its api_base")
             raise mapped from exc
         raise AssertionError("unreachable")  # pragma: no cover
+
+    def _request(self, system: str, messages: list[dict[str, str]],
+                 response_format: dict[str, Any] | None) -> dict[str, Any]:
+        """The keyword arguments of one chat-completions call (litellm's names)."""
+        kwargs: dict[str, Any] = {"temperature": 0, **self._kwargs}
+        kwargs.update(
+            model=self.model,
+            # The last gate before the provider: whatever built the prompt, no credential
+            # tracescore knows or recognises leaves in it (tracescore._core.redact).
+            messages=[{"role": m["role"], "content": redact_text(m["content"])}
+                      for m in [{"role": "system", "content": system}, *messages]],
+            timeout=self.timeout,
+            num_retries=0,
+            max_retries=0,
+        )
+        if response_format is not None:
+            kwargs["response_format"] = response_format
+        return kwargs
 
     def _backoff(self, retry_state: Any) -> float:
         outcome = getattr(retry_state, "outcome", None)

@@ -97,34 +97,12 @@ async def score(
                     and ran.explanation.startswith(_EMPTY_CONTEXT)
                     and not kwargs.get("context")):
                 # "the context is empty" names the symptom; the request knows the cause
-                why = request.documents_missing
-                if rule.tool_results_as_context:
-                    why = (f"{why.split('. Pass the context', 1)[0]}; and no tool call under "
-                           f"span {request.span_name!r} has a result to use as context "
-                           "(tool_results_as_context=True): its tools ran without a span of "
-                           "their own that records the result (execute_tool, a TOOL span), "
-                           "and its model calls' tool messages carry no text. Pass the context "
-                           "explicitly, or trace the tool with @tracescore.tool")
+                why = _no_context_reason(request, rule)
                 ran = dataclasses.replace(ran, explanation=why)
     label = None
     if ran.error_type is None:
         label = label_for(ran.score, rule.threshold, bool(scorer.higher_is_better))
-    attrs = evaluation_attributes(scorer_id, ran, label=label, sample_rate=rule.sample_rate)
-    # Provenance (issue 12): which evaluator version judged which response.
-    attrs[sc.TRACESCORE_EVALUATOR_VERSION] = evaluator_version(scorer)
-    response_id = request.attributes.get(sc.GEN_AI_RESPONSE_ID)
-    if isinstance(response_id, str) and response_id:
-        attrs[sc.GEN_AI_RESPONSE_ID] = bounded_text(response_id, MAX_NAME_LENGTH)
-    # Which conversation, session and user the judged turn belongs to (issue 24): on the event
-    # and the log record, so scores can be grouped per conversation (never on metrics: unbounded).
-    # Whoever set them (the span's attributes, not only tracescore.conversation): redacted and
-    # bounded, as the span's own are on the export path.
-    for key in sc.CONVERSATION_ATTRIBUTES:
-        value = request.attributes.get(key)
-        if isinstance(value, str) and value:
-            attrs[key] = bounded_text(value, MAX_NAME_LENGTH)
-    if on_error:
-        attrs[sc.TRACESCORE_SELECTED_ON_ERROR] = True
+    attrs = _outcome_attributes(scorer_id, ran, label, rule, request, on_error)
     return ScoreOutcome(
         request=request,
         scorer_id=scorer_id,
@@ -139,6 +117,43 @@ async def score(
         result=ran.result,
         source=source,
     )
+
+
+def _outcome_attributes(scorer_id: str, ran: ScorerOutcome, label: str | None,
+                        rule: CompiledRule, request: ScoringRequest,
+                        on_error: bool) -> dict[str, Any]:
+    """The attributes of a score's event and log record (``evaluation_attributes``), with its
+    provenance and the conversation of the judged turn."""
+    attrs = evaluation_attributes(scorer_id, ran, label=label, sample_rate=rule.sample_rate)
+    # Provenance (issue 12): which evaluator version judged which response.
+    attrs[sc.TRACESCORE_EVALUATOR_VERSION] = evaluator_version(rule.scorer)
+    response_id = request.attributes.get(sc.GEN_AI_RESPONSE_ID)
+    if isinstance(response_id, str) and response_id:
+        attrs[sc.GEN_AI_RESPONSE_ID] = bounded_text(response_id, MAX_NAME_LENGTH)
+    # Which conversation, session and user the judged turn belongs to (issue 24): on the event
+    # and the log record, so scores can be grouped per conversation (never on metrics: unbounded).
+    # Whoever set them (the span's attributes, not only tracescore.conversation): redacted and
+    # bounded, as the span's own are on the export path.
+    for key in sc.CONVERSATION_ATTRIBUTES:
+        value = request.attributes.get(key)
+        if isinstance(value, str) and value:
+            attrs[key] = bounded_text(value, MAX_NAME_LENGTH)
+    if on_error:
+        attrs[sc.TRACESCORE_SELECTED_ON_ERROR] = True
+    return attrs
+
+
+def _no_context_reason(request: ScoringRequest, rule: CompiledRule) -> str:
+    """Why a context scorer found no context, from the request's ``documents_missing``."""
+    why = request.documents_missing or ""
+    if rule.tool_results_as_context:
+        why = (f"{why.split('. Pass the context', 1)[0]}; and no tool call under "
+               f"span {request.span_name!r} has a result to use as context "
+               "(tool_results_as_context=True): its tools ran without a span of "
+               "their own that records the result (execute_tool, a TOOL span), "
+               "and its model calls' tool messages carry no text. Pass the context "
+               "explicitly, or trace the tool with @tracescore.tool")
+    return why
 
 
 def tool_results(request: ScoringRequest) -> list[str]:

@@ -12,7 +12,21 @@ asks the LLM judge. Any step may stop the pipeline by raising (or returning) ``N
 Scorers are pure: texts in, ``ScoreResult`` out; they know nothing of spans.
 
 Opt-in, a judged ``analyze`` step can also write the reason (``reason_in_analyze=``; prebuilt
-factories expose it as ``reason="inline"``), saving the reason call: see ``Scorer``.
+factories expose it as ``reason="inline"``), saving the reason call.
+
+Inline reason (``reason_in_analyze=``): the ``analyze`` ``JudgePrompt``'s schema gets a
+``reason`` string field after its own fields and its instructions get
+``INLINE_REASON_REQUEST`` (plus the scorer's own focus, when a string is given), so the
+reason arrives with the verdicts and no reason call is made: one judge call fewer (3 -> 2
+with a preprocess step, 2 -> 1 without), and the reason call's prompt (which re-sends the
+texts and the verdicts) is saved. The score is computed exactly as before, from the same
+verdicts; ``analyze_step_result`` keeps its usual shape (the reason is taken out of it and
+becomes ``ScoreResult.reason``); ``generate_reason_prompt`` is ``None``.
+
+The trade-off: the inline reason is written before the score exists, so it summarises the
+verdicts instead of explaining a number. It cannot cite the final score or how the formula
+weighs the verdicts (e.g. an ``unsure`` verdict counting 0.3), and the judge is told not to
+guess one. A blank inline reason is invalid output and gets the usual repair retry.
 """
 
 from __future__ import annotations
@@ -311,14 +325,49 @@ class _Accounting:
             self.cost = None if reply.cost is None else self.cost + reply.cost
 
 
+def _checked_definition(id: Any, model: Any, scale: Any, requires: Iterable[Requirement],  # noqa: A002
+                        context_extractor: Any, run_inputs: Iterable[str]
+                        ) -> tuple[tuple[Requirement, ...], tuple[str, ...]]:
+    """A scorer's definition checked (``Scorer``'s arguments): ``(requires, run_inputs)`` as
+    tuples. Raises ``ConfigurationError`` saying what to pass instead."""
+    if not isinstance(id, str) or not re.fullmatch(r"[a-z0-9][a-z0-9_.-]*", id):
+        raise ConfigurationError(
+            f"scorer id must be a lowercase name like 'answer-relevancy', got {id!r}"
+        )
+    check_model_spec(model)
+    check_scale(scale)
+    requires = tuple(requires)
+    unknown = sorted(set(requires) - _REQUIREMENTS)
+    if unknown:
+        raise ConfigurationError(
+            f"scorer {id!r}: unknown requires {unknown}; use {sorted(_REQUIREMENTS)}"
+        )
+    if context_extractor is not None and not callable(context_extractor):
+        raise ConfigurationError(
+            f"scorer {id!r}: context_extractor must be a function (input, output) -> "
+            f"list of strings, got {type(context_extractor).__name__}"
+        )
+    run_inputs = tuple(run_inputs)
+    for name in run_inputs:
+        if (
+            not isinstance(name, str)
+            or not name.isidentifier()
+            or name in ("input", "output", "ground_truth", "context", "tool_calls")
+        ):
+            raise ConfigurationError(
+                f"scorer {id!r}: run_inputs names extra keyword arguments of run(), such "
+                f"as 'baseline_response'; got {name!r}"
+            )
+    return requires, run_inputs
+
+
 class Scorer(ScorerProtocol):
     """A scorer: runs its steps on one (input, output, ground truth, context) and scores it.
 
     Build one with ``create_scorer`` or a prebuilt factory such as
     ``create_answer_relevancy_scorer``; the constructor takes the same arguments as
     ``create_scorer``. It implements ``tracescore._pipeline.scorer.Scorer``, the protocol the
-    scoring
-    engine uses, explicitly (so a type checker holds the two together).
+    scoring engine uses, explicitly (so a type checker holds the two together).
 
     Attributes:
         id: the scorer id, recorded as ``gen_ai.evaluation.name``.
@@ -334,21 +383,8 @@ class Scorer(ScorerProtocol):
         model: the ``model=`` given (a string, a ``Judge`` or ``None`` for the default judge,
             resolved at each run so a scorer created before ``configure()`` uses its judge).
         options: the scorer's effective options (defaults merged with what was given).
-        reason_in_analyze: ``True`` when the judged ``analyze`` step also writes the reason.
-
-    Inline reason (``reason_in_analyze=``): the ``analyze`` ``JudgePrompt``'s schema gets a
-    ``reason`` string field after its own fields and its instructions get
-    ``INLINE_REASON_REQUEST`` (plus the scorer's own focus, when a string is given), so the
-    reason arrives with the verdicts and no reason call is made: one judge call fewer (3 -> 2
-    with a preprocess step, 2 -> 1 without), and the reason call's prompt (which re-sends the
-    texts and the verdicts) is saved. The score is computed exactly as before, from the same
-    verdicts; ``analyze_step_result`` keeps its usual shape (the reason is taken out of it and
-    becomes ``ScoreResult.reason``); ``generate_reason_prompt`` is ``None``.
-
-    The trade-off: the inline reason is written before the score exists, so it summarises the
-    verdicts instead of explaining a number. It cannot cite the final score or how the formula
-    weighs the verdicts (e.g. an ``unsure`` verdict counting 0.3), and the judge is told not to
-    guess one. A blank inline reason is invalid output and gets the usual repair retry.
+        reason_in_analyze: ``True`` when the judged ``analyze`` step also writes the reason
+            (the inline reason: see the module docstring).
     """
 
     def __init__(
@@ -372,23 +408,8 @@ class Scorer(ScorerProtocol):
         run_inputs: Iterable[str] = (),
         reason_in_analyze: bool | str = False,
     ) -> None:
-        if not isinstance(id, str) or not re.fullmatch(r"[a-z0-9][a-z0-9_.-]*", id):
-            raise ConfigurationError(
-                f"scorer id must be a lowercase name like 'answer-relevancy', got {id!r}"
-            )
-        check_model_spec(model)
-        check_scale(scale)
-        requires = tuple(requires)
-        unknown = sorted(set(requires) - _REQUIREMENTS)
-        if unknown:
-            raise ConfigurationError(
-                f"scorer {id!r}: unknown requires {unknown}; use {sorted(_REQUIREMENTS)}"
-            )
-        if context_extractor is not None and not callable(context_extractor):
-            raise ConfigurationError(
-                f"scorer {id!r}: context_extractor must be a function (input, output) -> "
-                f"list of strings, got {type(context_extractor).__name__}"
-            )
+        requires, run_inputs = _checked_definition(id, model, scale, requires,
+                                                   context_extractor, run_inputs)
         steps = {
             "preprocess": preprocess,
             "analyze": analyze,
@@ -410,17 +431,7 @@ class Scorer(ScorerProtocol):
         ) or self.has_own_context
         self.requires_ground_truth: bool = "ground_truth" in requires
         self.uses_tool_calls: bool = "tool_calls" in requires
-        self.run_inputs: tuple[str, ...] = tuple(run_inputs)
-        for name in self.run_inputs:
-            if (
-                not isinstance(name, str)
-                or not name.isidentifier()
-                or name in ("input", "output", "ground_truth", "context", "tool_calls")
-            ):
-                raise ConfigurationError(
-                    f"scorer {id!r}: run_inputs names extra keyword arguments of run(), such "
-                    f"as 'baseline_response'; got {name!r}"
-                )
+        self.run_inputs: tuple[str, ...] = run_inputs
         self.higher_is_better: bool = higher_is_better
         self.scale: float = float(scale)
         self.options: Mapping[str, Any] = MappingProxyType(dict(options or {}))
@@ -763,21 +774,11 @@ def create_scorer(
         0.5
     """
     return Scorer(
-        id=id,
-        description=description,
-        preprocess=preprocess,
-        analyze=analyze,
-        generate_score=generate_score,
-        generate_reason=generate_reason,
-        model=model,
-        requires=requires,
-        uses_context=uses_context,
-        context=context,
-        context_extractor=context_extractor,
-        higher_is_better=higher_is_better,
-        scale=scale,
-        round_score=round_score,
-        reason_in_analyze=reason_in_analyze,
+        id=id, description=description, preprocess=preprocess, analyze=analyze,
+        generate_score=generate_score, generate_reason=generate_reason, model=model,
+        requires=requires, uses_context=uses_context, context=context,
+        context_extractor=context_extractor, higher_is_better=higher_is_better, scale=scale,
+        round_score=round_score, reason_in_analyze=reason_in_analyze,
     )
 
 

@@ -170,21 +170,10 @@ def judge_scorer(
     if generate_reason is None and reason_prompt is not None:
         generate_reason = reason_step(id, reason_instructions, reason_prompt)
     return scorer_class(
-        id=id,
-        description=description,
-        model=model,
-        requires=requires,
-        uses_context=uses_context,
-        context=context,
-        context_extractor=context_extractor,
-        higher_is_better=higher_is_better,
-        scale=scale,
-        run_inputs=run_inputs,
-        preprocess=preprocess,
-        analyze=analyze,
-        generate_score=generate_score,
-        generate_reason=None if inline else generate_reason,
-        reason_in_analyze=focus,
-        options=options,
-        **extra,
+        id=id, description=description, model=model, requires=requires,
+        uses_context=uses_context, context=context, context_extractor=context_extractor,
+        higher_is_better=higher_is_better, scale=scale, run_inputs=run_inputs,
+        preprocess=preprocess, analyze=analyze, generate_score=generate_score,
+        generate_reason=None if inline else generate_reason, reason_in_analyze=focus,
+        options=options, **extra,
     )
