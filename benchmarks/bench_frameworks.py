@@ -128,7 +128,9 @@ def caller_thread(spans: int, rounds: int) -> None:
         ours = statistics.median(p[1] for p in pairs)
         ratio = statistics.median(p[1] / p[0] for p in pairs)
         print(f"  sample_rate={rate:<4} BatchSpanProcessor {base:6.2f}  tracescore {ours:6.2f}"
-              f"  ratio {ratio:.2f}")
+              f"  ratio {ratio:.2f}" + (f" (issue 32's target <= 1.10: "
+                                        f"{'met' if ratio <= 1.10 else 'not met'})"
+                                        if rate == 1.0 else ""))
 
 
 def _span(name: str, scope: str, attributes: dict[str, Any], span_id: int,
