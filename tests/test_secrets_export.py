@@ -224,3 +224,36 @@ def test_a_redacted_span_keeps_what_the_sdk_dropped() -> None:
         assert exported.dropped_events == 1
     finally:
         tracescore.shutdown(3000)
+
+
+def test_a_span_with_nothing_to_redact_is_exported_as_it_ended() -> None:
+    # Redaction on the export thread costs no copy of a span it changes nothing in: the
+    # exporter gets the very span the SDK ended (a user's processor sees the same object).
+    from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    class Ended(SpanProcessor):
+        def __init__(self) -> None:
+            self.spans: list[ReadableSpan] = []
+
+        def on_end(self, span: ReadableSpan) -> None:
+            self.spans.append(span)
+
+    memory = InMemorySpanExporter()
+    ended = Ended()
+    provider = TracerProvider()
+    provider.add_span_processor(ended)
+    tracescore.configure(exporter=memory, tracer_provider=provider)
+    try:
+        with provider.get_tracer("acme").start_as_current_span("clean") as span:
+            span.set_attribute("question", "What is the capital of France?")
+        with provider.get_tracer("acme").start_as_current_span("dirty") as span:
+            span.set_attribute("db.password", DB_PASSWORD)
+        assert tracescore.force_flush(10_000)
+        clean, dirty = memory.get_finished_spans()
+        assert [s.name for s in ended.spans] == ["clean", "dirty"]
+        assert clean is ended.spans[0]
+        assert dirty is not ended.spans[1]
+        assert dict(dirty.attributes) == {"db.password": "[REDACTED]"}
+    finally:
+        tracescore.shutdown(3000)

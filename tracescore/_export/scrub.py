@@ -24,6 +24,7 @@ caller's thread (``tracescore._instrument.usage.cost_attributes``).
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -37,6 +38,7 @@ from opentelemetry.trace import Link, Status
 
 from tracescore._core import redact as _redact
 from tracescore._core import semconv as sc
+from tracescore._core.otel_compat import attribute_dict, own_attributes
 
 logger = logging.getLogger("tracescore")
 
@@ -45,10 +47,15 @@ REDACTED = _redact.REDACTED
 _MAX_CACHED = 256
 
 
+# Whether an attribute name names a secret: a pure function of the name, and the same few names
+# come back on every span (the answer is read, not recomputed: it lowers, splits and searches).
+_is_secret_key = functools.lru_cache(maxsize=4096)(_redact.is_secret_key)
+
+
 def _value(key: str, value: Any) -> Any:
     """``value`` redacted as the attribute ``key``'s (the same object when nothing changed)."""
     if isinstance(value, str):
-        if _redact.is_secret_key(key):
+        if _is_secret_key(key):
             return REDACTED if value else value
         # Short values repeat from span to span (kinds, names, models): remembered (the
         # remembered string may be another object equal to this one: unchanged then).
@@ -56,7 +63,7 @@ def _value(key: str, value: Any) -> Any:
         return value if new is value or new == value else new
     if isinstance(value, (bytes, bytearray)):
         # A bytes attribute goes out as OTLP bytes: searched as the text it decodes to.
-        if _redact.is_secret_key(key):
+        if _is_secret_key(key):
             return REDACTED.encode() if value else value
         text = bytes(value).decode("utf-8", errors="replace")
         new = _redact.redact_text(text)
@@ -64,7 +71,7 @@ def _value(key: str, value: Any) -> Any:
     if isinstance(value, (tuple, list)):
         # Every item, whatever the first one is: the SDK keeps None among strings, and a
         # sequence it did not clean (a foreign processor's) may mix types.
-        secret = _redact.is_secret_key(key)
+        secret = _is_secret_key(key)
         out = tuple(_item(v, secret) for v in value)
         return value if all(a is b for a, b in zip(out, value, strict=True)) else out
     return value
@@ -184,7 +191,11 @@ class Scrubber:
         name = _redact.redact_name(span.name) if span.name else span.name
         if name == span.name:
             name = span.name
-        attributes = redact_attributes(span.attributes)
+        # Read once: ``span.attributes`` is a new read-only view at every call, so a view read
+        # again is never the same object. The plain dict behind an ended span's attributes is
+        # walked at C speed; it is passed on only when redaction changed nothing.
+        original = attribute_dict(own_attributes(span), frozen_only=True) or span.attributes
+        attributes = redact_attributes(original)
         if extra:
             attributes = {**(attributes or {}), **extra}
         events = span.events
@@ -213,7 +224,7 @@ class Scrubber:
                 status = Status(status.status_code, description)
         resource = self._resource(span.resource)
         new_scope = self._scope(scope)
-        if (name is span.name and attributes is span.attributes and new_events is None
+        if (name is span.name and attributes is original and new_events is None
                 and new_links is None and status is span.status
                 and resource is span.resource and new_scope is scope):
             return span
