@@ -418,6 +418,20 @@ def test_one_line_errors_for_what_cannot_run(tmp_path: Path,
         (["rescore", str(traces), "--scorer", "completeness", "--html", str(tmp_path)],
          "is a folder"),
     ]
+    # A state file with the right header and a turn of another shape (a score that is text):
+    # refused in one line, not a traceback in the middle of the comparison.
+    state = tmp_path / "state.jsonl"
+    assert main(["rescore", str(traces), "--scorer", "completeness", "--state", str(state),
+                 "--no-progress"]) == 1
+    capsys.readouterr()
+    outcome = {"status": "scored", "score": "high", "label": None, "error_type": None,
+               "explanation": "", "evaluator_version": None}
+    with state.open("a") as fh:
+        fh.write(json.dumps({"trace": "ab" * 16, "items": [
+            {"trace_id": "ab" * 16, "span_id": "cd" * 8, "span_name": "a",
+             "outcomes": [outcome]}]}) + "\n")
+    cases.append((["rescore", str(traces), "--scorer", "completeness", "--state", str(state)],
+                  "line 2: not a rescore record"))
     for argv, message in cases:
         assert main([*argv, "--no-progress"]) == 2, argv
         err = capsys.readouterr().err
