@@ -337,7 +337,7 @@ def main() -> None:
     bench_scrub(args.calls, args.rounds, answer, big)
     bench_adversarial(args.adv_rounds)
     bench_disguised(args.adv_rounds)
-    print(f"redaction overflows (texts cut from a point on): {_redact.overflows}")
+    print(f"redaction overflows (texts cut from a point on): {_redact.PROCESS.overflows}")
 
 
 if __name__ == "__main__":

@@ -47,7 +47,8 @@ def test_a_name_redacted_under_old_rules_is_not_remembered_under_new_ones(
     name = "customer_12345678"
     assert to_json({name: "x"}) == '{"customer_12345678": "x"}'  # not yet a secret
     _redact.configure(None, None)  # fresh rules: the name is not remembered yet
-    real = _redact.redact_text
+    redactor = _redact.PROCESS  # configure()'s runtime's
+    real = redactor.redact_text
     swapped = False
 
     def redact_text(text: str) -> str:
@@ -61,9 +62,9 @@ def test_a_name_redacted_under_old_rules_is_not_remembered_under_new_ones(
             assert _redact.redact_name("question") == "question"
         return result
 
-    monkeypatch.setattr(_redact, "redact_text", redact_text)
+    monkeypatch.setattr(redactor, "redact_text", redact_text)
     _redact.redact_name(name)
-    monkeypatch.setattr(_redact, "redact_text", real)
+    monkeypatch.undo()
     assert swapped
     assert _redact.redact_name(name) == _redact.REDACTED
     # A key that redacts is a credential: what is filed under it is not shown either.

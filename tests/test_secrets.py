@@ -246,9 +246,10 @@ def test_a_raising_callback_redacts_the_whole_value_and_logs_once(
     def broken(text: str) -> str:
         raise RuntimeError(f"cannot handle {text}")
 
-    before = _redact.callback_failures
-    warned = _redact._callback_warned
-    _redact._callback_warned = False
+    redactor = tracescore.testing.runtime().redactor  # configure()'s runtime counts it
+    before = redactor.callback_failures
+    warned = redactor._callback_warned
+    redactor._callback_warned = False
     tracescore.configure(exporter=False, redaction=tracescore.RedactionOptions(callback=broken))
     try:
         with caplog.at_level(logging.WARNING, logger="tracescore"):
@@ -256,8 +257,8 @@ def test_a_raising_callback_redacts_the_whole_value_and_logs_once(
             assert to_json("plain text") == '"[REDACTED]"'
     finally:
         tracescore.configure(exporter=False)
-        _redact._callback_warned = warned
-    assert _redact.callback_failures > before
+        redactor._callback_warned = warned
+    assert redactor.callback_failures > before
     warnings = [r for r in caplog.records if "redact callback" in r.getMessage()]
     assert len(warnings) == 1
     assert "plain text" not in caplog.text

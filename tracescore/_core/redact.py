@@ -31,14 +31,16 @@ find there is mapped back and the span of the original text is replaced.
 
 Users add their own patterns and a callback (``configure(redact_patterns=..., redact=...)``,
 env ``TRACESCORE_REDACT_PATTERNS``). A callback that raises redacts the whole text it was given
-(logged once, counted in ``callback_failures``).
+(logged once, counted in the redactor's ``callback_failures``). Those patterns and that
+callback belong to one runtime's ``Redactor`` (``configure()``'s is ``PROCESS``; a service has
+its own); the credentials tracescore knows are redacted by all of them.
 
 Cost: linear in the text, whatever the text (issue 22). Each rule starts with a literal searched
 at C speed and runs only when its literal is in the text; names are found from the words secret
 names are made of (``pass``, ``secret``, ``key``, ``token``, ...), so a text full of ``:`` and
 ``=`` (JSON) costs no more than prose; a PEM header with no end redacts the rest of the text;
 the matches examined in Python are bounded per text (past the bound the rest of the text is
-``[REDACTED]``, counted in ``overflows`` and logged once). Strings shorter than
+``[REDACTED]``, counted in the redactor's ``overflows`` and logged once). Strings shorter than
 ``MIN_SECRET_LENGTH`` are skipped. The second search of a disguised text is linear too: each
 decoding step is one pass (character folding block by block at C speed, one regular-expression
 pass per encoding), and mapping a match back walks one block or one decoded run.
@@ -52,6 +54,7 @@ decorators' hot path imports this module.
 from __future__ import annotations
 
 import bisect
+import contextlib
 import dataclasses
 import functools
 import itertools
@@ -59,7 +62,8 @@ import logging
 import re
 import threading
 import unicodedata
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextvars import ContextVar
 from typing import Any
 
 from tracescore._setup import env as _env
@@ -69,8 +73,10 @@ __all__ = [
     "MAX_TEXT_LENGTH",
     "MIN_SECRET_LENGTH",
     "REDACTED",
+    "PROCESS",
+    "Redactor",
+    "active",
     "bounded_text",
-    "callback_failures",
     "configure",
     "is_secret_key",
     "redact_mapping",
@@ -79,6 +85,7 @@ __all__ = [
     "refresh_environment",
     "remember",
     "remember_judge_kwargs",
+    "using",
 ]
 
 logger = logging.getLogger("tracescore")
@@ -178,8 +185,8 @@ def is_secret_key(key: str) -> bool:
 #   a name around a credential word is read at most 64 characters either side;
 # - the matches examined in Python are bounded per text (``_BUDGET_BASE`` plus one per
 #   ``_BUDGET_PER`` characters): a text with more candidates than any real text holds has its
-#   rest replaced by ``[REDACTED]`` (counted in ``overflows``, logged once) instead of costing
-#   seconds;
+#   rest replaced by ``[REDACTED]`` (counted in the redactor's ``overflows``, logged once)
+#   instead of costing seconds;
 # - a PEM private key's end is found with one forward search; a header with no end redacts the
 #   rest of the text (a truncated key is still key material).
 _BODY = r"[A-Za-z0-9_\-]"
@@ -378,90 +385,260 @@ class _Rules:
         self.callback = callback
 
 
-_lock = threading.Lock()
-_judge_values: dict[str, None] = {}  # insertion-ordered set, oldest dropped first
-_env_values: frozenset[str] = frozenset()
-_env_loaded = False
-_extra_sources: tuple[str, ...] = ()
-_callback: Callable[[str], str] | None = None
-_rules: _Rules | None = None
-# Set while tracescore logs the callback's failure (see _call_user).
+class _Known:
+    """The credentials this process knows, redacted by every ``Redactor`` (``configure()``'s and
+    each service's): the judges' litellm arguments (``remember``) and the providers' key
+    variables in the environment. Process-wide on purpose: a key the process holds is a secret
+    wherever it shows up, whichever runtime writes the text. ``version`` changes with the set, so
+    a redactor recompiles its rules on its next text."""
+
+    __slots__ = ("env_loaded", "env_values", "judge_values", "lock", "version")
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.judge_values: dict[str, None] = {}  # insertion-ordered set, oldest dropped first
+        self.env_values: frozenset[str] = frozenset()
+        self.env_loaded = False
+        self.version = 0
+
+    def load_environment(self) -> bool:
+        """Read the environment's provider keys; True when they changed. Holds ``lock``."""
+        values = frozenset(v for v in _env.credential_values(is_secret_key)
+                           if len(v) >= MIN_SECRET_LENGTH)
+        self.env_loaded = True
+        if values == self.env_values:
+            return False
+        self.env_values = values
+        self.version += 1
+        return True
+
+    def values(self) -> list[str]:
+        """Every known value, longest first (a known value containing another is redacted
+        whole). Holds ``lock``."""
+        if not self.env_loaded:
+            self.load_environment()
+        return sorted({*self.judge_values, *self.env_values}, key=len, reverse=True)
+
+
+_KNOWN = _Known()
+# Set while tracescore logs a callback's failure (see Redactor._call_user): a re-entrancy guard
+# of the thread, not configuration.
 _own_message = threading.local()
-# How often a user callback raised or returned a non-string (its text was then redacted whole).
-callback_failures = 0
-_callback_warned = False
 # The benchmark's switches (benchmarks/bench_redaction.py measures against a run without
 # redaction, and without the second search of disguised texts). Not options: nothing in
 # tracescore sets them.
 enabled = True
 undisguise = True
+_NAMES_MAX = 1_024
 
 
-def _compile() -> _Rules:
-    known = sorted({*_judge_values, *_env_values}, key=len, reverse=True)
-    extra = re.compile("|".join(f"(?:{p})" for p in _extra_sources)) if _extra_sources else None
-    # Known values first: a known value that holds a key of a known format is redacted whole.
-    return _Rules([*_known_rules(known), *_FIXED_RULES], extra, _callback)
+class Redactor:
+    """One runtime's redaction: the built-in rules and the process's known credentials, plus
+    the user's patterns and callback of that runtime, with its counters. ``configure()``'s
+    runtime holds ``PROCESS``; ``tracescore serve`` builds one of its own, so a service's
+    patterns never change what ``configure()``'s runtime redacts, nor the other way round.
+
+    The module's functions (``redact_text``, ``redact_name``, ...) use the redactor current in
+    the calling context (``active()``): the one a ``using()`` block set (a service's export
+    thread and log forwarder, its scoring jobs), else ``PROCESS``.
+
+    Attributes:
+        callback_failures: how often the user's callback raised or returned a non-string (its
+            text was then redacted whole).
+        overflows: how often a text held more candidates than redaction examines (its rest
+            was then redacted whole).
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._sources: tuple[str, ...] = ()
+        self._callback: Callable[[str], str] | None = None
+        self._rules: _Rules | None = None
+        self._version = -1
+        # redact_name's memory of the names seen under the rules in force: one tuple
+        # (rules, memory), read and replaced whole, so that a reader never pairs one rules'
+        # memory with another's rules.
+        self._names: tuple[_Rules | None, dict[str, str]] = (None, {})
+        self.callback_failures = 0
+        self.overflows = 0
+        self._callback_warned = False
+        self._overflow_warned = False
+
+    def configure(self, patterns: Sequence[str | re.Pattern[str]] | None,
+                  callback: Callable[[str], str] | None) -> None:
+        """Set this redactor's extra rules (``tracescore.configure(redaction=...)``, a service
+        file's ``redaction.patterns``).
+
+        Args:
+            patterns: regular expressions whose every match becomes ``[REDACTED]``, added to
+                the built-in rules; None or empty for none. Env ``TRACESCORE_REDACT_PATTERNS``
+                adds more (see ``tracescore._setup.env.redact_patterns``).
+            callback: called with every text after the built-in rules, returns the text to
+                use. When it raises or returns something else than a string, the whole text
+                becomes ``[REDACTED]``.
+
+        Raises:
+            ValueError: a pattern does not compile (the message names it).
+        """
+        sources: list[str] = []
+        for pattern in [*(patterns or ()), *_env.redact_patterns()]:
+            source = pattern.pattern if isinstance(pattern, re.Pattern) else str(pattern)
+            try:
+                re.compile(source)
+            except re.error as exc:
+                raise ValueError(f"redact pattern {source!r} is not a regular expression: "
+                                 f"{exc}") from None
+            sources.append(source)
+        with _KNOWN.lock:
+            _KNOWN.load_environment()
+        with self._lock:
+            self._sources = tuple(sources)
+            self._callback = callback
+            self._compile()
+
+    def rules(self) -> _Rules:
+        """The compiled rules, recompiled when the process's known credentials changed."""
+        rules = self._rules
+        if rules is not None and self._version == _KNOWN.version:
+            return rules
+        with self._lock:
+            return self._compile()
+
+    def _compile(self) -> _Rules:
+        with _KNOWN.lock:
+            known = _KNOWN.values()
+            version = _KNOWN.version
+        extra = (re.compile("|".join(f"(?:{p})" for p in self._sources)) if self._sources
+                 else None)
+        # Known values first: a known value that holds a key of a known format is redacted
+        # whole.
+        rules = _Rules([*_known_rules(known), *_FIXED_RULES], extra, self._callback)
+        self._rules, self._version = rules, version
+        return rules
+
+    def redact_text(self, text: str) -> str:
+        """See the module's ``redact_text``."""
+        if not enabled:
+            return text
+        rules = self._rules
+        if rules is None or self._version != _KNOWN.version:
+            rules = self.rules()
+        if len(text) >= MIN_SECRET_LENGTH:
+            try:
+                text = _scan(self, rules, text)
+                if rules.extra is not None:
+                    text = rules.extra.sub(REDACTED, text)
+            except Exception:  # noqa: BLE001 - redaction must never break the caller
+                return REDACTED
+        if rules.callback is not None and text and not getattr(_own_message, "active", False):
+            return self._call_user(rules.callback, text)
+        return text
+
+    def redact_name(self, name: str) -> str:
+        """See the module's ``redact_name``."""
+        rules = self._rules
+        if (rules is None or self._version != _KNOWN.version or rules.callback is not None
+                or not enabled or len(name) > 64):
+            return self.redact_text(name)
+        names_rules, names = self._names
+        if names_rules is not rules:
+            names = {}
+            self._names = (rules, names)
+        known = names.get(name)
+        if known is None:
+            known = self.redact_text(name)
+            # Into this rules' memory, not whatever _names is now: configure() on another
+            # thread may have swapped the rules (and the memory) while the name was redacted.
+            if len(names) < _NAMES_MAX:
+                names[name] = known
+        return known
+
+    def overflowed(self, size: int) -> None:
+        """Count a text cut at the bound (``_find``); warn the first time."""
+        self.overflows += 1
+        if not self._overflow_warned:
+            self._overflow_warned = True
+            logger.warning("tracescore: a text of %d characters holds more candidate "
+                           "credentials than redaction examines; from there on it is recorded "
+                           "as [REDACTED] (logged once; your code is unaffected)", size)
+
+    def _call_user(self, callback: Callable[[str], str], text: str) -> str:
+        try:
+            result = callback(text)
+            if isinstance(result, str):
+                return result
+            raise TypeError(f"the redact callback returned {type(result).__name__}, not str")
+        except Exception:  # noqa: BLE001 - a user's callback must not break instrumentation
+            self.callback_failures += 1
+            if not self._callback_warned:
+                self._callback_warned = True
+                # Not exc_info: the traceback would quote the text we are keeping out. The
+                # message is ours and constant: the log filter must not hand it to the failing
+                # callback.
+                _own_message.active = True
+                try:
+                    logger.warning("tracescore: the redact callback raised or returned a "
+                                   "non-string; the text it was given is recorded as "
+                                   "[REDACTED] (logged once; your code is unaffected)")
+                finally:
+                    _own_message.active = False
+            return REDACTED
 
 
-def _current() -> _Rules:
-    rules = _rules
-    if rules is None:
-        with _lock:
-            if not _env_loaded:
-                _load_environment()
-            rules = _rules
-            if rules is None:
-                rules = _set_rules()
-    return rules
+#: ``configure()``'s redactor (``RUNTIME.redactor``), and the one used outside any ``using()``.
+PROCESS = Redactor()
+_active: ContextVar[Redactor | None] = ContextVar("tracescore_redactor", default=None)
 
 
-def _set_rules() -> _Rules:
-    global _rules
-    rules = _compile()
-    _rules = rules
-    return rules
+def active() -> Redactor:
+    """The redactor of the calling context: the one a ``using()`` block set, else
+    ``PROCESS``."""
+    return _active.get() or PROCESS
 
 
-def _load_environment() -> bool:
-    global _env_values, _env_loaded
-    values = frozenset(v for v in _env.credential_values(is_secret_key)
-                       if len(v) >= MIN_SECRET_LENGTH)
-    _env_loaded = True
-    if values == _env_values:
-        return False
-    _env_values = values
-    return True
+@contextlib.contextmanager
+def using(redactor: Redactor) -> Iterator[Redactor]:
+    """Make ``redactor`` the current one for a ``with`` block (on this thread or task, and the
+    tasks it starts): a service's export thread and log forwarder redact with its own."""
+    token = _active.set(redactor)
+    try:
+        yield redactor
+    finally:
+        _active.reset(token)
+
+
+def use_for_task(redactor: Redactor | None) -> None:
+    """Make ``redactor`` current for the rest of the calling task (an engine's job consumer:
+    asyncio gives each task its own context); None: ``PROCESS``."""
+    _active.set(redactor)
 
 
 def refresh_environment() -> None:
     """Re-read the providers' key variables (``tracescore._setup.env.credential_values``) so that
     their exact values are redacted. Called by ``configure()`` and before a judge error is
     described; cheap when nothing changed."""
-    with _lock:
-        if _load_environment() or _rules is None:
-            _set_rules()
+    with _KNOWN.lock:
+        _KNOWN.load_environment()
 
 
 def remember(values: Iterable[Any]) -> None:
-    """Redact these exact values wherever they appear from now on (strings of at least
-    ``MIN_SECRET_LENGTH`` characters; others are ignored).
+    """Redact these exact values wherever they appear from now on, by every redactor (strings of
+    at least ``MIN_SECRET_LENGTH`` characters; others are ignored).
 
     Args:
         values: credentials tracescore was given (a judge's API key, header values).
     """
+    known = _KNOWN.judge_values
     fresh = [v for v in values if isinstance(v, str) and len(v) >= MIN_SECRET_LENGTH
-             and v not in _judge_values]
+             and v not in known]
     if not fresh:
         return
-    with _lock:
+    with _KNOWN.lock:
         for value in fresh:
-            _judge_values[value] = None
-        while len(_judge_values) > _MAX_KNOWN:
-            del _judge_values[next(iter(_judge_values))]
-        if not _env_loaded:
-            _load_environment()
-        _set_rules()
+            known[value] = None
+        while len(known) > _MAX_KNOWN:
+            del known[next(iter(known))]
+        _KNOWN.version += 1
 
 
 def credential_values_of(kwargs: Mapping[str, Any]) -> list[str]:
@@ -523,34 +700,13 @@ def remember_judge_kwargs(kwargs: Mapping[str, Any]) -> None:
 
 def configure(patterns: Sequence[str | re.Pattern[str]] | None,
               callback: Callable[[str], str] | None) -> None:
-    """Set the user's extra rules (``tracescore.configure(redact_patterns=..., redact=...)``).
-
-    Args:
-        patterns: regular expressions whose every match becomes ``[REDACTED]``, added to the
-            built-in rules; None or empty for none. Env ``TRACESCORE_REDACT_PATTERNS`` adds
-            more (see ``tracescore._setup.env.redact_patterns``).
-        callback: called with every text after the built-in rules, returns the text to use.
-            When it raises or returns something else than a string, the whole text becomes
-            ``[REDACTED]``.
+    """``PROCESS.configure(patterns, callback)``: the extra rules of ``configure()``'s runtime
+    (see ``Redactor.configure``).
 
     Raises:
         ValueError: a pattern does not compile (the message names it).
     """
-    global _extra_sources, _callback
-    sources: list[str] = []
-    for pattern in [*(patterns or ()), *_env.redact_patterns()]:
-        source = pattern.pattern if isinstance(pattern, re.Pattern) else str(pattern)
-        try:
-            re.compile(source)
-        except re.error as exc:
-            raise ValueError(f"redact pattern {source!r} is not a regular expression: {exc}") \
-                from None
-        sources.append(source)
-    with _lock:
-        _extra_sources = tuple(sources)
-        _callback = callback
-        _load_environment()
-        _set_rules()
+    PROCESS.configure(patterns, callback)
 
 
 # Matches examined in Python per text at most: a constant plus one per this many characters.
@@ -558,9 +714,6 @@ def configure(patterns: Sequence[str | re.Pattern[str]] | None,
 # per few hundred characters; a text past the bound was made to be expensive.
 _BUDGET_BASE = 256
 _BUDGET_PER = 128
-# How often a text had more candidates than the bound (its rest was then redacted whole).
-overflows = 0
-_overflow_warned = False
 
 
 class _Overflow(Exception):
@@ -977,9 +1130,8 @@ def plain_text(text: str) -> str:
     return decodings[-1][-1].text if decodings else text
 
 
-def _find(rules: _Rules, text: str) -> list[tuple[int, int]]:
-    """The ``[start, end)`` spans of ``text`` the rules redact."""
-    global overflows, _overflow_warned
+def _find(owner: Redactor, rules: _Rules, text: str) -> list[tuple[int, int]]:
+    """The ``[start, end)`` spans of ``text`` the rules redact (a cut is counted on ``owner``)."""
     spans: list[tuple[int, int]] = []
     size = len(text)
     budget = [_BUDGET_BASE + size // _BUDGET_PER]
@@ -1017,23 +1169,18 @@ def _find(rules: _Rules, text: str) -> list[tuple[int, int]]:
             except _Overflow as overflow:
                 cut = min(cut, overflow.at)
     if cut < size:
-        overflows += 1
-        if not _overflow_warned:
-            _overflow_warned = True
-            logger.warning("tracescore: a text of %d characters holds more candidate "
-                           "credentials than redaction examines; from there on it is recorded "
-                           "as [REDACTED] (logged once; your code is unaffected)", size)
+        owner.overflowed(size)
         spans.append((cut, size))
     return spans
 
 
-def _scan(rules: _Rules, text: str) -> str:
-    spans = _find(rules, text)
+def _scan(owner: Redactor, rules: _Rules, text: str) -> str:
+    spans = _find(owner, rules, text)
     if undisguise and _disguised(text):
         # Searched again as a person reads it; what is found there is mapped back.
         for layers in _decodings(text):
             decoded = layers[-1].text
-            found = _find(rules, decoded)
+            found = _find(owner, rules, decoded)
             if rules.extra is not None:  # the user's patterns too ("ACME%2D12345678")
                 found += [m.span() for m in rules.extra.finditer(decoded) if m.end() > m.start()]
             for start, end in found:
@@ -1057,19 +1204,7 @@ def redact_text(text: str) -> str:
         >>> redact_text("curl -H 'Authorization: Bearer abcdefgh12345'")
         "curl -H 'Authorization: Bearer [REDACTED]'"
     """
-    if not enabled:
-        return text
-    rules = _rules or _current()
-    if len(text) >= MIN_SECRET_LENGTH:
-        try:
-            text = _scan(rules, text)
-            if rules.extra is not None:
-                text = rules.extra.sub(REDACTED, text)
-        except Exception:  # noqa: BLE001 - redaction must never break the caller
-            return REDACTED
-    if rules.callback is not None and text and not getattr(_own_message, "active", False):
-        return _call_user(rules.callback, text)
-    return text
+    return (_active.get() or PROCESS).redact_text(text)
 
 
 # Caps on the strings tracescore writes from what it was given (feedback, ids, scorer names,
@@ -1118,13 +1253,6 @@ def bounded_text(value: Any, limit: int = MAX_NAME_LENGTH) -> str:
     return text
 
 
-# redact_name's memory: the redacted form of names seen under the rules in force.
-# One tuple (rules, memory), read and replaced whole: a reader never pairs one rules' memory
-# with another's rules.
-_names: tuple[_Rules | None, dict[str, str]] = (None, {})
-_NAMES_MAX = 1_024
-
-
 def redact_name(name: str) -> str:
     """``redact_text`` for a name (a mapping key, an argument name): the same result,
     remembered for up to 1,024 names of at most 64 characters while the rules stay the same
@@ -1134,45 +1262,7 @@ def redact_name(name: str) -> str:
         >>> redact_name("question")
         'question'
     """
-    rules = _rules
-    if rules is None or rules.callback is not None or not enabled or len(name) > 64:
-        return redact_text(name)
-    global _names
-    names_rules, names = _names
-    if names_rules is not rules:
-        names = {}
-        _names = (rules, names)
-    known = names.get(name)
-    if known is None:
-        known = redact_text(name)
-        # Into this rules' memory, not whatever _names is now: configure() on another thread
-        # may have swapped the rules (and the memory) while the name was being redacted.
-        if len(names) < _NAMES_MAX:
-            names[name] = known
-    return known
-
-
-def _call_user(callback: Callable[[str], str], text: str) -> str:
-    global callback_failures, _callback_warned
-    try:
-        result = callback(text)
-        if isinstance(result, str):
-            return result
-        raise TypeError(f"the redact callback returned {type(result).__name__}, not str")
-    except Exception:  # noqa: BLE001 - a user's callback must not break instrumentation
-        callback_failures += 1
-        if not _callback_warned:
-            _callback_warned = True
-            # Not exc_info: the traceback would quote the text we are keeping out. The message
-            # is ours and constant: the log filter must not hand it to the failing callback.
-            _own_message.active = True
-            try:
-                logger.warning("tracescore: the redact callback raised or returned a non-string; "
-                               "the text it was given is recorded as [REDACTED] (logged once; "
-                               "your code is unaffected)")
-            finally:
-                _own_message.active = False
-        return REDACTED
+    return (_active.get() or PROCESS).redact_name(name)
 
 
 def redact_structure(value: Any, _depth: int = 0) -> Any:

@@ -97,6 +97,13 @@ class Stats:
         self.not_sent = {**_nothing_unsent(), **self.not_sent}
         self.spool_refused = {**_nothing_refused(), **self.spool_refused}
 
+    def clear(self) -> None:
+        """Every counter back to 0, in place (the holders of this instance keep it): a child
+        process after ``fork()`` counts its own work, not what the parent had done."""
+        fresh = Stats()
+        for name, value in vars(fresh).items():
+            setattr(self, name, value)
+
     def count_export(self, outcome: str, spans: int) -> None:
         """Add ``spans`` to ``spans_exported`` (``outcome="exported"``) or to the drop cause
         ``outcome``. The caller holds whatever lock guards this instance."""

@@ -147,6 +147,9 @@ class Scrubber:
     Args:
         foreign: also scrub spans of other instrumentations (any scope but ``tracescore``).
             tracescore's own spans are always scrubbed.
+        price: attributes to add to another instrumentation's span, or None.
+        redactor: the redactor of the runtime whose spans these are (a service's own, with its
+            file's patterns); None: the calling context's (``configure()``'s, ``PROCESS``).
 
     Examples:
         >>> processor = ExportProcessor(exporter, queue_bytes=..., batch_bytes=...,
@@ -154,9 +157,10 @@ class Scrubber:
     """
 
     def __init__(self, *, foreign: bool = True,
-                 price: Callable[[ReadableSpan], Mapping[str, Any] | None] | None = None
-                 ) -> None:
+                 price: Callable[[ReadableSpan], Mapping[str, Any] | None] | None = None,
+                 redactor: _redact.Redactor | None = None) -> None:
         self.foreign = foreign
+        self.redactor = redactor
         # Attributes to add to another instrumentation's span (its cost, from the attributes
         # it has: ``tracescore._instrument.usage.cost_attributes``), or None.
         self.price = price
@@ -166,6 +170,12 @@ class Scrubber:
     def __call__(self, spans: Sequence[ReadableSpan]) -> list[ReadableSpan]:
         """The batch with each span redacted, one for one; a span that cannot be read safely
         goes out as a bare ``[REDACTED]`` span with its ids and times only (logged)."""
+        if self.redactor is not None:
+            with _redact.using(self.redactor):
+                return self._batch(spans)
+        return self._batch(spans)
+
+    def _batch(self, spans: Sequence[ReadableSpan]) -> list[ReadableSpan]:
         out: list[ReadableSpan] = []
         for span in spans:
             try:

@@ -13,7 +13,7 @@ import sys
 from typing import Any
 
 from tracescore._core import semconv as sc
-from tracescore._pipeline.runtime import RUNTIME
+from tracescore._pipeline import runtime as _runtime
 
 from . import prices
 from .direct import ChatResponse
@@ -71,7 +71,8 @@ def cost(response: Any) -> float | None:
 
 def record_call(model: str, duration: float, response: Any, error: BaseException | None,
                 transport: str = "litellm") -> None:
-    """Record one call with the GenAI client metrics of the configured instance, if any.
+    """Record one call with the GenAI client metrics of the runtime the scoring job runs for
+    (a service's own, else the configured instance's), if it has telemetry.
 
     Args:
         model: the judge's litellm model string.
@@ -80,7 +81,7 @@ def record_call(model: str, duration: float, response: Any, error: BaseException
         error: what the call raised, or ``None``.
         transport: ``direct`` or ``litellm``, recorded as ``tracescore.judge.transport``.
     """
-    telemetry = RUNTIME.telemetry
+    telemetry = _runtime.current().telemetry
     if telemetry is None:
         return
     try:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import threading
 
 from tracescore._core.errors import ConfigurationError, NoJudgeConfiguredError
-from tracescore._pipeline.runtime import RUNTIME
+from tracescore._pipeline import runtime as _runtime
 from tracescore._setup import env as _env
 
 from .judge import Judge
@@ -21,8 +21,9 @@ def resolve_judge(model: str | Judge | None) -> Judge:
     """Return the judge to use, resolved at call time.
 
     Args:
-        model: a ``Judge``, a litellm model string, or ``None`` for the default: the judge set
-            with ``tracescore.configure(judge=...)``, else ``TRACESCORE_JUDGE_MODEL``.
+        model: a ``Judge``, a litellm model string, or ``None`` for the default: the judge of
+            the runtime the scoring job runs for (a service file's ``judge``, or the one set
+            with ``tracescore.configure(judge=...)``), else ``TRACESCORE_JUDGE_MODEL``.
 
     Returns:
         A ``Judge``. The same string resolves to the same ``Judge`` object within a process, so
@@ -42,7 +43,7 @@ def resolve_judge(model: str | Judge | None) -> Judge:
         return _judge_for(model)
     if model is not None:
         check_model_spec(model)
-    default = RUNTIME.judge
+    default = _runtime.current().judge
     if isinstance(default, Judge):
         return default
     if isinstance(default, str) and default.strip():

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tracescore._core import loop as _loop
+from tracescore._pipeline import runtime as _runtime
 from tracescore._pipeline.request import ScoringRequest
 from tracescore._pipeline.rules import CompiledRule
 
@@ -70,12 +71,16 @@ class Engine:
             ``error.type=timeout``; None for no limit.
         on_drain: called on the loop thread each time the loop takes new jobs (the span
             processor arms its deadline sweep there, off the caller's thread).
+        runtime: the runtime the jobs run for: their scorers and judge read its input caps,
+            default judge and telemetry (``tracescore._pipeline.runtime.current``); None: the
+            process's.
     """
 
     def __init__(self, writers: Sequence[Any], *, concurrency: int, max_queue_size: int,
                  job_timeout: float | None = None,
-                 on_drain: Callable[[], None] | None = None) -> None:
+                 on_drain: Callable[[], None] | None = None, runtime: Any = None) -> None:
         self.writers = list(writers)
+        self.runtime = runtime
         self.concurrency = max(1, int(concurrency))
         self.max_queue_size = max(1, int(max_queue_size))
         self.job_timeout = job_timeout
@@ -149,6 +154,7 @@ class Engine:
     async def _consume(self) -> None:
         task = asyncio.current_task()
         assert task is not None
+        _runtime.run_jobs_for(self.runtime)  # this task's context only
         try:
             while self._ready:
                 job = self._ready.popleft()

@@ -97,6 +97,8 @@ class ScoringSpanProcessor(SpanProcessor):
         defer: ``(span) -> bool``, asked for a picked span whose scorers need its trace's
             documents or tool calls: True when the caller keeps it and gives it back later
             with ``score_deferred`` (the service's trace settler); default: none.
+        runtime: the runtime whose jobs these are (their input caps, default judge and judge
+            telemetry: ``tracescore._pipeline.runtime.current``); default: the process's.
     """
 
     def __init__(
@@ -117,6 +119,7 @@ class ScoringSpanProcessor(SpanProcessor):
         readers: tuple[Reader, ...] = READERS,
         ending: dict[tuple[int, int], Any] | None = None,
         defer: Callable[[ReadableSpan], bool] | None = None,
+        runtime: Any = None,
     ) -> None:
         self._downstream = downstream
         self._put = getattr(downstream, "put", None)
@@ -162,7 +165,7 @@ class ScoringSpanProcessor(SpanProcessor):
         chain.extend(writers)
         self._engine = Engine(chain, concurrency=max_concurrency,
                               max_queue_size=max_queue_size, job_timeout=job_timeout,
-                              on_drain=self._arm_sweep)
+                              on_drain=self._arm_sweep, runtime=runtime)
         self._lifecycle = Lifecycle(self._engine, self._held, downstream,
                                     flush_timeout=flush_timeout,
                                     count_dropped=self._counts.dropped)
@@ -383,9 +386,11 @@ class ScoringSpanProcessor(SpanProcessor):
 
     def _after_fork_in_child(self) -> None:
         # The parent exports the spans it held and the engine's jobs did not survive fork():
-        # the child forgets them (exporting them too would duplicate them).
+        # the child forgets them (exporting them too would duplicate them), and counts only
+        # its own work from here.
         self._counts.lock = threading.Lock()
         self._held.forget_all()
+        self._stats.clear()
         self._deferred.clear()
         self._span_events.after_fork_in_child()
         for rule in self._rules:

@@ -5,12 +5,14 @@ destinations, telemetry), then installs them in the process's ``RUNTIME`` with o
 (``Runtime.install``); ``tracescore serve`` builds a ``Runtime`` of its own for its pipeline.
 The decorators read the runtime current in the calling context on every call (``current()``):
 ``RUNTIME``, unless a block made another one current with ``Runtime.activate()`` (a runtime
-configured but not installed, ``tracescore.testing.local_runtime``); the judge reads its default
-judge and telemetry in ``RUNTIME``, the scorers' call site its input caps. No module writes
+configured but not installed, ``tracescore.testing.local_runtime``). A scoring job reads the
+runtime it runs for there too: its engine makes it current in each task that runs its jobs
+(``run_jobs_for``), so the judge takes its default judge and telemetry, and the scorers' call
+site its input caps, from a service's own runtime in ``tracescore serve``. No module writes
 another module's globals.
 
-Only the standard library, ``_env``, ``_input_caps``, ``_options`` and ``_readers`` are imported,
-so every module may read the runtime.
+Only the standard library, ``_core.redact``, ``_env``, ``_console``, ``_input_caps``,
+``_options`` and ``_readers`` are imported, so every module may read the runtime.
 """
 
 from __future__ import annotations
@@ -20,8 +22,10 @@ from collections.abc import Iterator
 from contextvars import ContextVar
 from typing import Any
 
+from tracescore._core import redact as _redact
 from tracescore._pipeline.input_caps import InputCaps
 from tracescore._readers import READERS, Reader
+from tracescore._setup import console as _console
 from tracescore._setup import env as _env
 from tracescore._setup.options import ContentOptions, LimitsOptions
 
@@ -53,10 +57,17 @@ class Runtime:
         raise_internal_errors: a debugging switch: nothing in tracescore or its tests sets it.
             True makes the decorators re-raise their own internal failures instead of logging
             them; the user's exceptions pass through either way.
+        console: what tracescore prints on its own (``tracescore._setup.console.Console``):
+            the process's runtime has one, a service's none.
+        redactor: the ``Redactor`` of this runtime's patterns, callback and counters
+            (``RUNTIME``'s is ``tracescore._core.redact.PROCESS``, which every path outside a
+            service uses; a service's is its own).
     """
 
-    def __init__(self) -> None:
+    def __init__(self, redactor: _redact.Redactor | None = None, console: Any = None) -> None:
         content = ContentOptions().resolve()
+        self.redactor = redactor if redactor is not None else _redact.Redactor()
+        self.console = console
         self.tracer: Any = None
         self.capture: bool = bool(content.capture)
         self.max_length: int = int(content.max_length or 0)
@@ -90,15 +101,19 @@ class Runtime:
         self.capture = bool(content.capture)
         self.max_length = int(content.max_length or 0)
         self.price_file = content.price_file
-        self.caps = InputCaps(max_length=int(limits.max_scoring_length or 0),
-                              max_documents=int(limits.max_scoring_documents or 0),
-                              max_document_length=int(limits.max_scoring_document_length or 0))
+        self.set_limits(limits)
         self.processor = processor
         self.picks = processor.trace_picks if processor is not None else None
         self.scoring = bool(processor is not None and processor.rules)
         self.telemetry = telemetry
         self.disabled = disabled
         self.tracer = tracer
+
+    def set_limits(self, limits: LimitsOptions) -> None:
+        """Take the scorer input caps from resolved ``limits`` (``max_scoring_*``)."""
+        self.caps = InputCaps(max_length=int(limits.max_scoring_length or 0),
+                              max_documents=int(limits.max_scoring_documents or 0),
+                              max_document_length=int(limits.max_scoring_document_length or 0))
 
     def add_reader(self, reader: Reader) -> None:
         """Ask ``reader`` first from the next ``configure()`` on (a new span source: see
@@ -136,13 +151,23 @@ class Runtime:
 
 
 #: The process's runtime: what ``configure()`` sets up and the decorators read.
-RUNTIME = Runtime()
+RUNTIME = Runtime(_redact.PROCESS, _console.Console())
 
-# The runtime a ``Runtime.activate()`` block made current in this context, if any.
+# The runtime a ``Runtime.activate()`` block, or an engine running its jobs, made current in
+# this context, if any (asyncio copies the context into the tasks a task starts: a job's judge
+# calls see its runtime).
 _active: ContextVar[Runtime | None] = ContextVar("tracescore_runtime", default=None)
 
 
 def current() -> Runtime:
     """The runtime of the calling context: the one ``Runtime.activate()`` made current here,
-    else ``RUNTIME`` (one context-variable read: the decorators call it once per call)."""
+    or the one whose engine runs the scoring job of this task, else ``RUNTIME`` (one
+    context-variable read: the decorators call it once per call)."""
     return _active.get() or RUNTIME
+
+
+def run_jobs_for(runtime: Runtime | None) -> None:
+    """Make ``runtime`` current for the rest of the calling task (an engine's job consumer;
+    asyncio gives each task its own context, so no other task sees it), and its redactor."""
+    _active.set(runtime)
+    _redact.use_for_task(runtime.redactor if runtime is not None else None)

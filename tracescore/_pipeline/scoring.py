@@ -21,12 +21,12 @@ from tracescore._core import semconv as sc
 from tracescore._core.errors import ScoringError
 from tracescore._core.redact import MAX_NAME_LENGTH, bounded_text, redact_text
 from tracescore._core.serialize import truncate, utf8_safe
+from tracescore._pipeline import runtime as _runtime
 from tracescore._pipeline import waits as _waits
 from tracescore._pipeline.fingerprint import evaluator_version
 from tracescore._pipeline.input_caps import cap_kwargs
 from tracescore._pipeline.request import ScoreOutcome, ScoringRequest
 from tracescore._pipeline.rules import CompiledRule
-from tracescore._pipeline.runtime import RUNTIME
 from tracescore._pipeline.waits import JobWaits
 
 logger = logging.getLogger("tracescore")
@@ -345,10 +345,9 @@ async def run_scorer(scorer: Any, kwargs: dict[str, Any]) -> ScorerOutcome:
     ``scorer_error``.
 
     The scorer is given ``kwargs`` bounded by ``tracescore._pipeline.input_caps`` (characters per
-    value,
-    documents per request, characters per document); what was cut is appended to the
-    explanation."""
-    kwargs, cuts = cap_kwargs(kwargs, RUNTIME.caps)
+    value, documents per request, characters per document) with the caps of the runtime the job
+    runs for (``runtime.current()``); what was cut is appended to the explanation."""
+    kwargs, cuts = cap_kwargs(kwargs, _runtime.current().caps)
     outcome = await _run_scorer(scorer, kwargs)
     if not cuts:
         return outcome

@@ -298,8 +298,11 @@ class TraceBuffer:
         return True
 
     def after_fork_in_child(self) -> None:
-        """The parent's lock may have been held at fork(): start afresh with a new one."""
+        """The parent's lock may have been held at fork(): start afresh with a new one. The
+        documents of traces in flight stay (the child may go on with one); the eviction counts
+        are the parent's."""
         self._lock = threading.Lock()
+        self.evictions.clear()
 
 
 def _estimate(value: Any, depth: int = 0) -> int:

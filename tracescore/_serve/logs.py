@@ -44,10 +44,12 @@ class LogForwarder:
         compression: ``gzip`` or ``none``.
         max_bytes: bytes of requests waiting at most.
         redact: redact each request before it is sent (``redact_logs_request``).
+        redactor: the service's redactor (its file's patterns); None: the process's.
     """
 
     def __init__(self, endpoint: str, protocol: str, headers: dict[str, str], timeout: float,
-                 compression: str, max_bytes: int, redact: bool = True) -> None:
+                 compression: str, max_bytes: int, redact: bool = True,
+                 redactor: _redact.Redactor | None = None) -> None:
         self.endpoint = endpoint
         self.protocol = protocol
         self.headers = dict(headers)
@@ -55,6 +57,7 @@ class LogForwarder:
         self.compression = compression
         self.max_bytes = max_bytes
         self.redact = redact
+        self.redactor = redactor or _redact.PROCESS
         # The request at the head of the queue, redacted once however often it is retried.
         self._redacted: tuple[bytes, bytes] | None = None
         self._cond = threading.Condition(threading.Lock())
@@ -162,7 +165,8 @@ class LogForwarder:
                 if done is not None and done[0] is raw:
                     body = done[1]
                 else:
-                    body = redact_logs_request(raw)
+                    with _redact.using(self.redactor):
+                        body = redact_logs_request(raw)
                     self._redacted = (raw, body)
             result: bool | str = self._send_fn(body)
             return result

@@ -16,8 +16,10 @@ Per received span, in the order of the request:
    downstream. In ``forward_first`` mode every span is forwarded first and the processor only
    sends the scores (``forward.ScoresOnly``).
 
-The service builds a ``Runtime`` of its own (``_runtime``: readers, processor, telemetry) with
-the same builder as ``configure()`` (``_config.build_scoring``); it writes nothing global.
+The service builds a ``Runtime`` of its own (``_runtime``: readers, processor, telemetry, input
+caps, redactor) with the same builder as ``configure()`` (``_config.build_scoring``); it writes
+nothing global: its redaction patterns apply to its runtime's redactor only (the export thread,
+the log forwarder and its scoring jobs use it), not to ``configure()``'s.
 
 Admission (``admission``) is decided for the whole request before any span of it is taken:
 either every span is accepted, and each is forwarded exactly once, or the request is refused
@@ -88,14 +90,16 @@ class ScoringService:
         # Every scorer factory that takes a judge is given the file's (``build_rules``).
         self.judge = build_judge(config)
         self.runtime.judge = self.judge
-        _redaction(config)
+        self.runtime.set_limits(config.limits)  # the file's max_scoring_* (resolved)
+        # The file's patterns (checked by RedactionOptions), on this service's runtime only.
+        self.runtime.redactor.configure(list(config.redaction.patterns or ()), None)
         rules = build_rules(config, self.judge)
         self.rules, self.limit_store = fleet_limits(rules, config)
         self._wants_tool_calls = any(r.scorer.uses_tool_calls for r in self.rules)
         down = config.exporter
         exp = config.export
         self.export = export_processor(span_exporter_override or OtlpSpanExporter(down), exp,
-                                       config.redaction)
+                                       config.redaction, redactor=self.runtime.redactor)
         self._meter_provider: Any = None
         self._logger_provider: Any = None
         resource_attrs = {sc.SERVICE_NAME: config.service_name,
@@ -124,7 +128,8 @@ class ScoringService:
             expect=self.buffer.expect, on_sweep=self.buffer.expire, clock=settle_clock)
         self.logs = LogForwarder(down.endpoint, down.protocol, dict(down.headers), down.timeout,
                                  down.compression, max_bytes=exp.queue_bytes // 4,
-                                 redact=config.redaction.foreign_spans is not False)
+                                 redact=config.redaction.foreign_spans is not False,
+                                 redactor=self.runtime.redactor)
         self.admission = Admission(self, config)
         self.intake = Intake(self, config.receivers.max_request_bytes)
         self.counts: Counter[str] = Counter()
@@ -335,12 +340,3 @@ def _noop_logger_provider() -> Any:
     from opentelemetry._logs import NoOpLoggerProvider
 
     return NoOpLoggerProvider()
-
-
-def _redaction(config: ServeConfig) -> None:
-    """The file's redaction patterns, on top of the built-in rules and the environment's."""
-    patterns = config.redaction.patterns
-    if patterns:
-        from tracescore._core import redact as _redact
-
-        _redact.configure(list(patterns), None)

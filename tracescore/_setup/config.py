@@ -199,8 +199,8 @@ class Tracescore:
         self.destinations.shutdown(max(0.0, deadline - time.monotonic()) * 1000)
         if self.file_path is not None:
             counts = self.processor.stats
-            _console.TALLY.add_spans(self.file_path, counts.spans_exported,
-                                     sum(counts.spans_dropped.values()))
+            RUNTIME.console.tally.add_spans(self.file_path, counts.spans_exported,
+                                            sum(counts.spans_dropped.values()))
 
 
 def _resolve_judge(judge: Any) -> Judge | None:
@@ -286,12 +286,14 @@ def _price(span: Any) -> Any:
 
 
 def export_processor(exporter: SpanExporter, options: ExportOptions,
-                     redaction: RedactionOptions, *, price: bool = False) -> ExportProcessor:
+                     redaction: RedactionOptions, *, price: bool = False,
+                     redactor: Any = None) -> ExportProcessor:
     """tracescore's export processor for ``exporter`` with resolved ``options`` (in process
     and in ``tracescore serve``); every batch is redacted on its thread, other
     instrumentations' spans (the service: received spans) unless ``redaction.foreign_spans``
     is False. ``price``: other instrumentations' model-call spans with token counts and no
-    cost get their cost from tracescore's price table there too (``configure()``)."""
+    cost get their cost from tracescore's price table there too (``configure()``).
+    ``redactor``: the runtime's (a service's own); None: ``configure()``'s."""
     spool = (Spool(options.retry_dir, int(options.retry_max_bytes or 0),
                    float(options.retry_max_age or 0)) if options.retry else None)
     return ExportProcessor(
@@ -303,7 +305,7 @@ def export_processor(exporter: SpanExporter, options: ExportOptions,
         max_queue_spans=options.max_queue_spans,
         spool=spool,
         scrub=Scrubber(foreign=redaction.foreign_spans is not False,
-                       price=_price if price else None),
+                       price=_price if price else None, redactor=redactor),
     )
 
 
@@ -406,6 +408,7 @@ def build_scoring(
         readers=runtime.readers,
         ending=runtime.ending,
         defer=defer,
+        runtime=runtime,
     )
     return processor, telemetry
 
@@ -592,7 +595,7 @@ def _install(s: _Settings) -> Tracescore:
                             if destinations.meter_provider is not None
                             else s.output.meter_provider),
             logger_provider=destinations.logger_provider, on_score=s.on_score,
-            writers=() if file_path is None else (_console.TallyWriter(_console.TALLY),),
+            writers=() if file_path is None else (_console.TallyWriter(RUNTIME.console.tally),),
             phoenix=(None if phoenix is None else destinations.phoenix_writer(str(phoenix))))
         _switch_for(provider).target = processor
         RUNTIME.install(
@@ -608,7 +611,7 @@ def _install(s: _Settings) -> Tracescore:
         instance.destinations = destinations
         instance.file_path = file_path
         _current = instance
-        _console.set_enabled(bool(s.output.console))
+        RUNTIME.console.enabled = bool(s.output.console)
         _register_exit_hooks()
         _signals.update(bool(s.export.flush_on_sigterm), _stop_on_sigterm, flush_seconds)
         _retire(previous)
@@ -616,19 +619,15 @@ def _install(s: _Settings) -> Tracescore:
         "tracescore configured: export to %s, %d scoring rule(s)", description, len(s.rules)
     )
     if file_path is not None:
-        _console.announce(file_path)
+        RUNTIME.console.announce(file_path)
     return instance
 
 
 def _configure_redaction(options: RedactionOptions) -> None:
     """Set the redaction options; re-read the credential variables."""
-    from tracescore._core import (
-        redact as _redact,  # already imported by the decorators; here to keep this edit local
-    )
-
     try:
-        _redact.configure(list(options.patterns) if options.patterns is not None else None,
-                          options.callback)
+        RUNTIME.redactor.configure(
+            list(options.patterns) if options.patterns is not None else None, options.callback)
     except ValueError as exc:
         raise ConfigurationError(f"RedactionOptions(patterns=...): {exc}") from None
 
@@ -807,7 +806,7 @@ def _exit_hook(shutdown: bool) -> None:
         _exit_flush(instance, shutdown)
     if shutdown:
         # Last: the counts are complete once the exporter has shut down.
-        _console.print_summary()
+        RUNTIME.console.print_summary()
 
 
 def _exit_flush(instance: Tracescore, shutdown: bool) -> None:

@@ -145,16 +145,46 @@ class TallyWriter:
                              outcome.error_type, outcome.explanation)
 
 
-TALLY = Tally()
-_state_lock = threading.Lock()
-_announced = False
-_enabled = True  # the console setting of the latest configure()
+class Console:
+    """What the process's runtime (``RUNTIME.console``) prints on its own: once per process
+    where spans and scores go, and at exit the summary of its ``tally``; a service's runtime
+    has none.
 
+    Attributes:
+        tally: what went to the local file.
+        enabled: the console setting of the latest ``configure()`` (it decides the exit
+            summary).
+    """
 
-def set_enabled(enabled: bool) -> None:
-    """Remember the latest ``configure()``'s console setting (it decides the exit summary)."""
-    global _enabled
-    _enabled = enabled
+    def __init__(self) -> None:
+        self.tally = Tally()
+        self.enabled = True
+        self._lock = threading.Lock()
+        self._announced = False
+
+    def announce(self, path: str) -> None:
+        """Say once per process where spans and scores go (when the console is on).
+
+        Args:
+            path: the span file.
+        """
+        with self._lock:
+            if self._announced or not self.enabled:
+                return
+            self._announced = True
+        _write([f"tracescore: no OTLP endpoint set: spans and scores go to {path} "
+                f"(see them: tracescore view {shlex.quote(path)}; quiet: "
+                "TRACESCORE_CONSOLE=false)"])
+
+    def print_summary(self) -> None:
+        """Print the exit summary when the console is on and something went to the local
+        file."""
+        try:
+            if not self.enabled or self.tally.empty():
+                return
+            _write(self.tally.summary())
+        except Exception:  # noqa: BLE001 - at exit nothing may raise
+            pass
 
 
 def _write(lines: list[str]) -> None:
@@ -165,29 +195,4 @@ def _write(lines: list[str]) -> None:
         stream.write("".join(f"{line}\n" for line in lines))
         stream.flush()
     except Exception:  # noqa: BLE001 - a closed or broken stderr: the message is lost, nothing else
-        pass
-
-
-def announce(path: str) -> None:
-    """Say once per process where spans and scores go (when the console is on).
-
-    Args:
-        path: the span file.
-    """
-    global _announced
-    with _state_lock:
-        if _announced or not _enabled:
-            return
-        _announced = True
-    _write([f"tracescore: no OTLP endpoint set: spans and scores go to {path} "
-            f"(see them: tracescore view {shlex.quote(path)}; quiet: TRACESCORE_CONSOLE=false)"])
-
-
-def print_summary() -> None:
-    """Print the exit summary when the console is on and something went to the local file."""
-    try:
-        if not _enabled or TALLY.empty():
-            return
-        _write(TALLY.summary())
-    except Exception:  # noqa: BLE001 - at exit nothing may raise
         pass
