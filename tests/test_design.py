@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import re
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -45,3 +48,28 @@ def test_every_listed_module_exists() -> None:
 def test_every_module_is_listed() -> None:
     unlisted = sorted(_entries() - _listed())
     assert not unlisted, f"modules missing from docs/DESIGN.md's table: {unlisted}"
+
+
+def _count_globals(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, str(ROOT / "scripts" / "count_globals.py"), *args],
+                          capture_output=True, text=True, timeout=120, check=False)
+
+
+def test_every_process_wide_global_is_listed_with_its_reason() -> None:
+    # Configuration and counters live on the runtime or in Stats; what must stay process-wide
+    # is listed once in scripts/count_globals.py (docs/DESIGN.md, "What stays process-wide").
+    done = _count_globals()
+    assert done.returncode == 0, done.stderr
+    assert "writes into other modules' globals: 0" in done.stdout
+
+
+def test_an_unlisted_global_fails_the_check(tmp_path: Path) -> None:
+    package = tmp_path / "tracescore"
+    shutil.copytree(ROOT / "tracescore", package,
+                    ignore=shutil.ignore_patterns("__pycache__", "*.json", "templates"))
+    (package / "_setup" / "knob.py").write_text(
+        "_level = 0\n\n\ndef set_level(level: int) -> None:\n    global _level\n"
+        "    _level = level\n")
+    done = _count_globals("--check", str(package))
+    assert done.returncode == 1
+    assert "tracescore._setup.knob._level: a mutable module global not listed" in done.stderr

@@ -52,10 +52,10 @@ def test_content_is_kept_per_span_and_taken_once(logger: Any) -> None:
 
 
 def test_bounded_by_spans_with_evictions_counted(logger: Any) -> None:
-    before = _log_stash.evicted
+    before = _log_stash.STASH.evicted
     for span_id in range(1, _log_stash.MAX_SPANS + 11):
         _emit(logger, span_id, **{"gen_ai.output.messages": "[]"})
-    assert _log_stash.evicted - before == 10
+    assert _log_stash.STASH.evicted - before == 10
     assert _log_stash.take(_Span(1)) is None  # the oldest went first
     assert _log_stash.take(_Span(_log_stash.MAX_SPANS + 10)) is not None
 

@@ -353,7 +353,7 @@ def test_a_model_call_wrapped_by_another_is_judged_once_unless_the_rule_asks() -
         probe = Probe(id="llm")
         _, exp = memory_configure(scoring=[tracescore.ScoringRule(
             scorer=probe, on="llm", score_wrappers=wrappers)])
-        tracer = tracescore._setup.config._current.tracer_provider.get_tracer(LLAMA)
+        tracer = tracescore._setup.config.current().tracer_provider.get_tracer(LLAMA)
         with tracer.start_as_current_span("query", attributes={
                 "openinference.span.kind": "CHAIN", "input.value": "q", "output.value": "a"}
                 ), tracer.start_as_current_span("OpenAI.predict", attributes={
@@ -369,7 +369,7 @@ def test_a_model_call_wrapped_by_another_is_judged_once_unless_the_rule_asks() -
 def test_a_root_chain_without_a_model_call_beneath_is_no_agent() -> None:
     probe = Probe(id="agent")
     _, exp = memory_configure(scoring=[tracescore.ScoringRule(scorer=probe, on="agent")])
-    tracer = tracescore._setup.config._current.tracer_provider.get_tracer(LLAMA)
+    tracer = tracescore._setup.config.current().tracer_provider.get_tracer(LLAMA)
     with tracer.start_as_current_span("SentenceSplitter.__call__", attributes={
             "openinference.span.kind": "CHAIN", "input.value": '{"nodes": ["<Document>"]}',
             "input.mime_type": "application/json", "output.value": "[]"}):
@@ -386,7 +386,7 @@ def test_a_root_chain_without_a_model_call_beneath_is_no_agent() -> None:
 def test_an_agent_without_content_is_read_from_its_model_calls() -> None:
     probe = Probe(id="agent")
     _, exp = memory_configure(scoring=[tracescore.ScoringRule(scorer=probe, on="agent")])
-    tracer = tracescore._setup.config._current.tracer_provider.get_tracer(AGENTS)
+    tracer = tracescore._setup.config.current().tracer_provider.get_tracer(AGENTS)
     with tracer.start_as_current_span("Agent workflow", attributes={
             "openinference.span.kind": "AGENT"}), tracer.start_as_current_span(
                 "Guide", attributes={"openinference.span.kind": "AGENT"}):
@@ -407,7 +407,7 @@ def test_an_agent_without_content_is_read_from_its_model_calls() -> None:
 def test_an_agent_whose_last_model_turn_only_called_tools_is_no_answer() -> None:
     probe = ProbeScorer(id="agent")  # an answer scorer (no tool calls)
     _, exp = memory_configure(scoring=[tracescore.ScoringRule(scorer=probe, on="agent")])
-    tracer = tracescore._setup.config._current.tracer_provider.get_tracer(AGENTS)
+    tracer = tracescore._setup.config.current().tracer_provider.get_tracer(AGENTS)
     with tracer.start_as_current_span("Triage", attributes={"openinference.span.kind": "AGENT"}):
         _llm(tracer, "generation", None, calls=True)
     (span,) = [s for s in finished(exp) if eval_events(s)]
@@ -420,7 +420,7 @@ def test_tool_results_are_context_only_when_the_rule_asks() -> None:
     _, exp = memory_configure(scoring=[
         tracescore.ScoringRule(scorer=asked, on="agent", tool_results_as_context=True),
         tracescore.ScoringRule(scorer=plain, on="agent")])
-    tracer = tracescore._setup.config._current.tracer_provider.get_tracer(AGENTS)
+    tracer = tracescore._setup.config.current().tracer_provider.get_tracer(AGENTS)
     with tracer.start_as_current_span("Guide", attributes={
             "openinference.span.kind": "AGENT", "input.value": "Q", "output.value": "A"}):
         with tracer.start_as_current_span("search", attributes={
@@ -437,7 +437,7 @@ def test_tool_results_are_context_only_when_the_rule_asks() -> None:
 def test_no_retrieval_span_gives_a_reason_that_says_how_to_pass_context() -> None:
     _, exp = memory_configure(judge="openai/never-called", scoring=[tracescore.ScoringRule(
         scorer=create_faithfulness_scorer(), on="agent")])
-    tracer = tracescore._setup.config._current.tracer_provider.get_tracer(DSPY)
+    tracer = tracescore._setup.config.current().tracer_provider.get_tracer(DSPY)
     with tracer.start_as_current_span("RAG.forward", attributes={
             "openinference.span.kind": "CHAIN", "input.value": "When?",
             "output.value": "In 1889."}):

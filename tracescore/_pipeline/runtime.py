@@ -57,6 +57,8 @@ class Runtime:
         raise_internal_errors: a debugging switch: nothing in tracescore or its tests sets it.
             True makes the decorators re-raise their own internal failures instead of logging
             them; the user's exceptions pass through either way.
+        instance: the ``tracescore.Tracescore`` the last ``configure()`` installed here (what
+            ``force_flush``, ``shutdown``, ``stats`` and the exit hooks act on), or None.
         console: what tracescore prints on its own (``tracescore._setup.console.Console``):
             the process's runtime has one, a service's none.
         redactor: the ``Redactor`` of this runtime's patterns, callback and counters
@@ -68,6 +70,7 @@ class Runtime:
         content = ContentOptions().resolve()
         self.redactor = redactor if redactor is not None else _redact.Redactor()
         self.console = console
+        self.instance: Any = None
         self.tracer: Any = None
         self.capture: bool = bool(content.capture)
         self.max_length: int = int(content.max_length or 0)

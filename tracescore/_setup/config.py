@@ -123,7 +123,6 @@ def _add_conversation(span: Any, conversation: Any) -> None:
 
 _switches: weakref.WeakKeyDictionary[Any, _SwitchProcessor] = weakref.WeakKeyDictionary()
 _owned_provider: TracerProvider | None = None
-_current: Tracescore | None = None
 _config_lock = threading.Lock()
 _atexit_registered = False
 
@@ -577,12 +576,11 @@ def _settings(groups: dict[str, Any], *, service_name: Any, judge: Any, scoring:
 
 def _install(s: _Settings) -> Tracescore:
     """Build the parts of resolved settings and put them in place of the previous ones."""
-    global _current
     downstream, description, file_path = _build_export(s.exporter, s.export, s.redaction)
     flush_seconds = float(s.limits.flush_timeout or 0)
     phoenix = s.output.phoenix_url or None
     with _config_lock:
-        previous = _current
+        previous = RUNTIME.instance
         provider = _provider_for(s.service_name, s.tracer_provider)
         destinations = _destinations.build(
             resource=provider.resource, logger_provider=s.output.logger_provider,
@@ -610,7 +608,7 @@ def _install(s: _Settings) -> Tracescore:
         instance = Tracescore(provider, processor, description, s.rules, flush_seconds)
         instance.destinations = destinations
         instance.file_path = file_path
-        _current = instance
+        RUNTIME.instance = instance
         RUNTIME.console.enabled = bool(s.output.console)
         _register_exit_hooks()
         _signals.update(bool(s.export.flush_on_sigterm), _stop_on_sigterm, flush_seconds)
@@ -726,7 +724,7 @@ def _wait_for_preload() -> None:
 
 def current() -> Tracescore | None:
     """The instance the last ``configure()`` returned, or None."""
-    return _current
+    return RUNTIME.instance
 
 
 def force_flush(timeout_millis: int | None = None) -> bool:
@@ -741,7 +739,7 @@ def force_flush(timeout_millis: int | None = None) -> bool:
         the deadline passed (held spans are exported anyway, with the scores they have) or
         tracescore is not configured.
     """
-    instance = _current
+    instance = RUNTIME.instance
     if instance is None:
         return False
     return instance.force_flush(timeout_millis)
@@ -753,14 +751,13 @@ def shutdown(timeout_millis: int | None = None) -> None:
     After it, decorated functions still run; their spans are no longer scored or exported until
     ``configure()`` is called again.
     """
-    global _current
     with _config_lock:
-        instance = _current
-        _current = None
+        instance = RUNTIME.instance
+        RUNTIME.instance = None
     if instance is not None:
         instance.shutdown(timeout_millis)
         with _config_lock:
-            if _current is None:
+            if RUNTIME.instance is None:
                 RUNTIME.stop_scoring()
 
 
@@ -769,7 +766,7 @@ def stats() -> Stats:
 
     Returns an all-zero ``Stats`` when tracescore is not configured.
     """
-    instance = _current
+    instance = RUNTIME.instance
     return instance.stats() if instance is not None else Stats()
 
 
@@ -786,7 +783,7 @@ if hasattr(os, "register_at_fork"):
 def _stop_on_sigterm(seconds: float) -> None:
     # On the SIGTERM handler's helper thread. Not through shutdown(): the interrupted main
     # thread may hold _config_lock (inside configure()).
-    instance = _current
+    instance = RUNTIME.instance
     if instance is not None:
         logger.debug("tracescore: SIGTERM, shutting down within %.1f s", seconds)
         instance.shutdown(int(seconds * 1000))
@@ -801,7 +798,7 @@ def _at_exit() -> None:
 
 
 def _exit_hook(shutdown: bool) -> None:
-    instance = _current
+    instance = RUNTIME.instance
     if instance is not None:
         _exit_flush(instance, shutdown)
     if shutdown:
