@@ -112,9 +112,6 @@ PROCESS_WIDE: dict[str, dict[str, str]] = {
     "tracescore._setup.env": {
         "_warned": "warn-once memory: bad environment values",
     },
-    "tracescore._setup.options": {
-        "SERVE_EXPORT_DEFAULTS": "filled once at import from the option table (constant)",
-    },
     "tracescore._setup.signals": {
         "_stop": "the SIGTERM handler's shutdown callback",
         "_timeout": "the SIGTERM handler's deadline",

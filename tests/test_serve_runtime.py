@@ -40,7 +40,7 @@ def relevancy_judge(judge_server: ScriptedJudge) -> ScriptedJudge:
 
 def _start(receiver: FullReceiver, judge: ScriptedJudge, extra: str = "") -> Any:
     config = serve.parse(f"""
-downstream: {{endpoint: "{receiver.endpoint}", protocol: grpc, compression: none}}
+exporter: {{endpoint: "{receiver.endpoint}", protocol: grpc, compression: none}}
 receivers: {{grpc: {{endpoint: "127.0.0.1:0"}}, http: null}}
 metrics_interval: 0.2
 trace: {{idle: 0.2, settle_after_root: 0.1, max_wait: 30}}
