@@ -124,12 +124,17 @@ def test_rate_limit_skips_exactly_what_it_should() -> None:
     def answer(i: int) -> str:
         return "ok"
 
+    # A span is admitted as it is routed, just after it ended: stats() waits for that, so the
+    # fake clock moves only between routings.
     for i in range(5):
         answer(i)  # t=1000: only the first is admitted
+    tracescore.stats()
     clock.now += 0.5
     answer(5)  # half a token: skipped
+    tracescore.stats()
     clock.now += 0.5
     answer(6)  # one token: admitted
+    tracescore.stats()
     clock.now += 10
     answer(7)
     answer(8)  # the bucket holds one token at most: 7 admitted, 8 skipped

@@ -1,8 +1,9 @@
 """How the scoring processor flushes and shuts down, within the caller's deadline.
 
-``force_flush`` waits for the engine's jobs, releases every held span to export, then flushes
-the export processor on a helper thread, so that a hung scorer, exporter or backend cannot hold
-the caller past its deadline (the SDK's ``BatchSpanProcessor`` ignores flush deadlines).
+``force_flush`` waits for the routing thread (``handoff``) and the engine's jobs, releases
+every held span to export, then flushes the export processor on a helper thread, so that a
+hung scorer, exporter or backend cannot hold the caller past its deadline (the SDK's
+``BatchSpanProcessor`` ignores flush deadlines).
 ``shutdown`` does the same once, then stops the engine (counting the jobs it drops) and the
 export processor. The scoring processor (``processor.ScoringSpanProcessor``) routes spans and
 hands these two calls here.
@@ -21,6 +22,7 @@ from opentelemetry.sdk.trace import SpanProcessor
 
 from tracescore._core import loop as _loop
 from tracescore._pipeline.engine import Engine
+from tracescore._pipeline.handoff import Handoff
 from tracescore._pipeline.held import HeldSpans
 
 logger = logging.getLogger("tracescore")
@@ -39,11 +41,13 @@ class Lifecycle:
         downstream: the export processor, or None.
         flush_timeout: seconds ``shutdown()`` takes when called without a deadline.
         count_dropped: called with the jobs the engine dropped at shutdown, by scorer id.
+        handoff: the spans on their way to the routing thread (routed before anything else).
     """
 
     def __init__(self, engine: Engine, held: HeldSpans, downstream: SpanProcessor | None, *,
-                 flush_timeout: float,
-                 count_dropped: Callable[[Counter[str]], None]) -> None:
+                 flush_timeout: float, count_dropped: Callable[[Counter[str]], None],
+                 handoff: Handoff) -> None:
+        self._handoff = handoff
         self._engine = engine
         self._held = held
         self._downstream = downstream
@@ -68,9 +72,11 @@ class Lifecycle:
         reserve = max(budget * 0.2, min(budget * 0.5, 0.25))
         if _loop.is_loop_thread():
             # Called by a scorer or an on_score callback: no job can finish while it waits.
-            idle = self._engine.pending == 0
+            idle = self._handoff.wait_idle(0.0) and self._engine.pending == 0
         else:
-            idle = self._engine.wait_idle(max(0.0, deadline - reserve - time.monotonic()))
+            # Every span that ended before the flush is routed (its jobs queued) first.
+            idle = (self._handoff.drain(max(0.0, deadline - reserve - time.monotonic()))
+                    and self._engine.wait_idle(max(0.0, deadline - reserve - time.monotonic())))
         remaining = self._held.release_all()
         # A span the loop's sweep released is still being handed over on its thread: the
         # export processor's flush must come after it, or misses it.
@@ -110,7 +116,11 @@ class Lifecycle:
             timeout_millis = min(_seconds(timeout_millis), _SHUTDOWN_AFTER_MISSED_FLUSH) * 1000
         deadline = time.monotonic() + _seconds(timeout_millis)
         flush(timeout_millis)
+        # Spans handed over during the flush are routed (their jobs queued, then waited for
+        # below) before later ones go straight to export.
+        self._handoff.drain(_left(deadline))
         close()
+        self._handoff.stop()
         # Jobs of spans that ended during the flush (and any still running) are dropped and
         # counted; their spans are released just below.
         self._count_dropped(self._engine.shutdown(_left(deadline),
@@ -147,9 +157,11 @@ class Lifecycle:
         return call.done.wait(_left(deadline)) and call.ok
 
     def after_fork_in_child(self) -> None:
-        """The parent's export calls did not survive fork(): the child waits for none."""
+        """The parent's export calls and routing thread did not survive fork(): the child
+        waits for none."""
         self._lock = threading.Lock()
         self._export_call = None
+        self._handoff.after_fork_in_child()
 
 
 class _Call:

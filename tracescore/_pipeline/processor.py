@@ -1,15 +1,18 @@
 """The scoring span processor: where ended spans become scoring work, in one place.
 
-``route`` (which ``on_end`` is) is the only router. For every ended span, on the thread that
-ends it, it takes the trace-sampling decision once (``_sampling.TracePicker``, by trace id); a
-span no rule can pick goes straight to the export processor. Any other span is read (by its
+``_route`` is the only router. For every ended span ``on_end`` takes, on the thread that ends
+it, the trace-sampling decision once (``_sampling.TracePicker``, by trace id); a span no rule
+can pick goes straight to the export processor. Any other span is handed with its decorator's
+record to the routing thread (``handoff``; ``route`` does the same on the caller's thread for
+the service and rescoring), where it is read (by its
 decorator's ``CallRecord`` when it has one, else by the first reader of the runtime's that
 accepts it), noted in the trace buffer (documents, tool calls), matched against the rules once
 (``_rules.select``) and admitted by their limits; a picked span is held (``_held``) and its jobs
 go to the engine's one bounded queue (``_engine``), which refuses rather than blocks: a refusal
 is counted and the span exported unscored. The engine runs the jobs on the loop and the writers
 (``_writers``) put each outcome on the held span, on a carrier span, in metrics and log
-records. ``force_flush`` and ``shutdown`` wait for the engine, then release what is held.
+records. ``force_flush`` and ``shutdown`` (``lifecycle``) route what was handed over, wait for
+the engine, then release what is held.
 
 ``tracescore serve`` uses the same path; its trace settler may take a picked span whose scorers
 need the whole trace (``defer``) and give it back with ``score_deferred`` once the trace is
@@ -36,6 +39,7 @@ from tracescore._core import semconv as sc
 from tracescore._core.otel_compat import span_context
 from tracescore._core.stats import Stats
 from tracescore._pipeline.engine import Engine, Job
+from tracescore._pipeline.handoff import Handoff
 from tracescore._pipeline.held import HeldSpans
 from tracescore._pipeline.lifecycle import Lifecycle
 from tracescore._pipeline.request import ScoringRequest
@@ -166,9 +170,11 @@ class ScoringSpanProcessor(SpanProcessor):
         self._engine = Engine(chain, concurrency=max_concurrency,
                               max_queue_size=max_queue_size, job_timeout=job_timeout,
                               on_drain=self._arm_sweep, runtime=runtime)
+        self._handoff = Handoff(self._route_handed)
         self._lifecycle = Lifecycle(self._engine, self._held, downstream,
                                     flush_timeout=flush_timeout,
-                                    count_dropped=self._counts.dropped)
+                                    count_dropped=self._counts.dropped,
+                                    handoff=self._handoff)
         if not self._rules and self._export_reports and downstream is not None:
             # Nothing to score: the export processor's own on_end takes every span (it never
             # raises and counts what it accepts), without a hop through this one.
@@ -183,22 +189,17 @@ class ScoringSpanProcessor(SpanProcessor):
 
     @property
     def stats(self) -> Stats:
-        """The live counters (``Tracescore.stats()`` hands out copies)."""
-        self._stats.spans_held = len(self._held)
-        if self._buffer is not None:
-            self._stats.trace_buffer_evictions = sum(self._buffer.evictions.values())
-        spool = getattr(self._downstream, "spool", None)
-        refused = getattr(spool, "refused", None)
-        if isinstance(refused, dict):
-            self._stats.spool_refused = dict(refused)
-        return self._stats
+        """The live counters (``Tracescore.stats()`` copies them), once the spans handed to the
+        routing thread are routed (it waits a second at most)."""
+        self._handoff.wait_idle(1.0)
+        return self._counts.live(len(self._held), self._buffer, self._downstream)
 
     def pending_jobs(self) -> int:
         """Scoring jobs accepted and not finished (for the queue-size gauge)."""
         return self._engine.pending
 
     def held_spans(self) -> int:
-        """Spans held for their scores right now (for the held-spans gauge)."""
+        """Spans held right now (for the held-spans gauge)."""
         return len(self._held)
 
     @property
@@ -222,36 +223,48 @@ class ScoringSpanProcessor(SpanProcessor):
                 logger.debug("tracescore export processor failed in on_start", exc_info=True)
 
     def on_end(self, span: ReadableSpan) -> None:
-        """Route ``span`` (see ``route``). Never raises."""
-        self.route(span)
+        """Export ``span`` when no rule can pick it, else hand it with its decorator's record
+        to the routing thread (``handoff``), which routes it as ``route`` does. Never raises."""
+        try:
+            ctx = span_context(span)
+            sampled = self._may_pick(span, ctx)
+            if sampled is not None:
+                record = self._ending.get((ctx.trace_id, ctx.span_id)) if self._ending else None
+                self._handoff.put((span, ctx, sampled, record))
+                return
+        except Exception:
+            logger.warning("tracescore failed to schedule scoring for span %r; it is exported "
+                           "unscored and the application is unaffected", span.name, exc_info=True)
+        self._export(span)
+
+    def _route_handed(self, item: tuple[ReadableSpan, Any, tuple[bool, ...], Any]) -> None:
+        """``route`` on the routing thread, for a span ``on_end`` handed over."""
+        span, ctx, sampled, record = item
+        try:
+            if not self._closed and self._route(span, ctx, sampled, record) != "passed":
+                return
+        except Exception:
+            logger.warning("tracescore failed to schedule scoring for span %r; it is exported "
+                           "unscored and the application is unaffected", span.name, exc_info=True)
+        self._export(span)
 
     def route(self, span: ReadableSpan, encoded: int | None = None, *,
               forward: bool = True) -> str:
-        """The one router: export ``span`` now when no rule can pick it, else read it, match
-        it against the rules and hold it for the jobs the engine accepted. Never raises.
-
-        Args:
-            span: the ended span.
-            encoded: the span's OTLP size when the caller measured it already (the service),
-                handed to the export processor with the span.
-            forward: export a span no rule picked (False: the caller forwarded every span
-                already, the service's ``forward_first`` mode).
-
-        Returns:
-            ``"passed"`` (exported, or to be: no job), ``"scored"`` (held for its jobs) or
-            ``"deferred"`` (kept by the ``defer`` hook).
-        """
+        """The one router, on the caller's thread (the service, rescoring; ``on_end`` hands
+        spans to the routing thread, which does the same): export ``span`` now when no rule can
+        pick it, else read it, match it against the rules and hold it for the jobs the engine
+        accepted. ``encoded``: its OTLP size when the caller measured it (the service);
+        ``forward=False``: the caller forwarded every span already (``forward_first``).
+        Returns ``"passed"`` (exported, or to be: no job), ``"scored"`` (held for its jobs) or
+        ``"deferred"`` (kept by the ``defer`` hook). Never raises."""
         try:
             ctx = span_context(span)
-            if ctx is not None and self._rules and not self._closed:
-                sampled = self.picks.decide(ctx.trace_id)
-                if (True in sampled or self._route_all or (
-                        self._score_errors and span.status.status_code is StatusCode.ERROR)):
-                    # Otherwise no rule can pick this span whatever it matches, and no trace
-                    # context is kept: it goes straight to export (most spans, at a low rate).
-                    outcome = self._route(span, ctx, sampled)
-                    if outcome != "passed":
-                        return outcome
+            sampled = self._may_pick(span, ctx)
+            if sampled is not None:
+                record = self._ending.get((ctx.trace_id, ctx.span_id)) if self._ending else None
+                outcome = self._route(span, ctx, sampled, record)
+                if outcome != "passed":
+                    return outcome
         except Exception:
             logger.warning("tracescore failed to schedule scoring for span %r; it is exported "
                            "unscored and the application is unaffected", span.name, exc_info=True)
@@ -259,12 +272,23 @@ class ScoringSpanProcessor(SpanProcessor):
             self._export(span, encoded)
         return "passed"
 
-    def _route(self, span: ReadableSpan, ctx: Any, sampled: tuple[bool, ...]) -> str:
+    def _may_pick(self, span: ReadableSpan, ctx: Any) -> tuple[bool, ...] | None:
+        """Every rule's trace-sampling decision when one may pick ``span``; None when none can
+        whatever it matches: it goes straight to export (most spans, at a low rate)."""
+        if ctx is None or not self._rules or self._closed:
+            return None
+        sampled = self.picks.decide(ctx.trace_id)
+        if (True in sampled or self._route_all or (
+                self._score_errors and span.status.status_code is StatusCode.ERROR)):
+            return sampled
+        return None
+
+    def _route(self, span: ReadableSpan, ctx: Any, sampled: tuple[bool, ...],
+               record: Any) -> str:
         attrs = attributes_of(span)
         if attrs.get(sc.TRACESCORE_EVALUATION_CARRIER):
             return "passed"
         # A span of tracescore's decorators is read through its call's record (full values).
-        record = self._ending.get((ctx.trace_id, ctx.span_id)) if self._ending else None
         reader: Reader = record if record is not None else reader_for(span, self._readers)
         # The span's kind, and whether it wraps another of its kind (``_readers._turns``).
         kind, wrapper, beneath = _turns.route(reader, span, self._buffer,
@@ -408,6 +432,17 @@ class _Counts:
         self.stats = stats
         self.telemetry = telemetry
         self.lock = threading.Lock()
+
+    def live(self, held: int, buffer: TraceBuffer | None, downstream: Any) -> Stats:
+        """The stats with the gauges read now: ``held`` spans, the trace ``buffer``'s
+        evictions, the export processor's spool refusals."""
+        self.stats.spans_held = held
+        if buffer is not None:
+            self.stats.trace_buffer_evictions = sum(buffer.evictions.values())
+        refused = getattr(getattr(downstream, "spool", None), "refused", None)
+        if isinstance(refused, dict):
+            self.stats.spool_refused = dict(refused)
+        return self.stats
 
     def add(self, field: str, n: int = 1) -> None:
         with self.lock:

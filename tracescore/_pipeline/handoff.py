@@ -1,0 +1,148 @@
+"""Ended spans handed from the threads that end them to one routing thread, in end order.
+
+The scoring processor's ``on_end`` decides on the calling thread only whether a rule may pick
+the span's trace (a look-up once per trace); a span a rule may pick is appended here with its
+decorator's record, and the ``tracescore-route`` thread reads, matches and holds it
+(``processor.ScoringSpanProcessor._route``), as the SDK's ``BatchSpanProcessor`` hands spans to
+its export thread. The thread is woken only when it waits (an empty queue), so a burst of spans
+costs one wake-up. A flush routes what still waits on its own thread (``drain``).
+Past ``max_waiting`` spans the caller routes the span itself (``work`` on its own thread)
+instead of letting the queue grow.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from typing import Any
+
+logger = logging.getLogger("tracescore")
+
+# Spans waiting for the routing thread at most; past it the calling thread routes its span.
+MAX_WAITING = 65_536
+# Seconds a flush waits at least for the batch the routing thread is on (routing never waits
+# on anything, so a batch takes milliseconds) before it routes what is left itself.
+_BATCH_WAIT = 1.0
+
+
+class Handoff:
+    """A queue of ended spans and the one thread that works through it.
+
+    Args:
+        work: called on the routing thread with each item, in the order they were put; must
+            not raise (exceptions are logged).
+        max_waiting: items waiting at most before ``put`` runs ``work`` on the caller's thread.
+    """
+
+    def __init__(self, work: Callable[[Any], None], max_waiting: int = MAX_WAITING) -> None:
+        self._work = work
+        self.max_waiting = max_waiting
+        self._init_state()
+
+    def _init_state(self) -> None:
+        self._lock = threading.Lock()
+        self._changed = threading.Condition(self._lock)
+        self._items: deque[Any] = deque()
+        self._waiting = False  # the thread waits for items (it must be woken)
+        self._busy = False  # the thread works on items taken off the queue
+        self._draining = False  # a flush works on them on its own thread (``drain``)
+        self._stopped = False
+        self._thread: threading.Thread | None = None
+
+    def put(self, item: Any) -> None:
+        """Hand ``item`` to the routing thread (or, past ``max_waiting``, work on it here)."""
+        with self._lock:
+            if self._stopped or len(self._items) >= self.max_waiting:
+                inline = True
+            else:
+                inline = False
+                self._items.append(item)
+                if self._thread is None:
+                    self._thread = threading.Thread(target=self._run, name="tracescore-route",
+                                                    daemon=True)
+                    self._thread.start()
+                elif self._waiting:
+                    self._waiting = False
+                    self._changed.notify_all()
+        if inline:
+            self._call(item)
+
+    def wait_idle(self, timeout: float) -> bool:
+        """Wait until every item put so far was worked on, at most ``timeout`` seconds. True
+        when none is left (at once on the routing thread itself)."""
+        if threading.current_thread() is self._thread:
+            return not self._items
+        deadline = time.monotonic() + timeout
+        with self._changed:
+            while self._items or self._busy or self._draining:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                self._changed.wait(min(left, threading.TIMEOUT_MAX))
+        return True
+
+    def drain(self, timeout: float) -> bool:
+        """Work on the waiting items on the calling thread (a flush: what ended before it is
+        routed whatever the routing thread is doing), after the batch the routing thread is
+        on, which it waits for ``timeout`` seconds (at least ``_BATCH_WAIT``). True when none
+        was left unworked."""
+        if threading.current_thread() is self._thread:
+            return not self._items
+        deadline = time.monotonic() + max(timeout, _BATCH_WAIT)
+        with self._changed:
+            while self._busy or self._draining:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                self._changed.wait(min(left, threading.TIMEOUT_MAX))
+            items = list(self._items)
+            self._items.clear()
+            self._draining = True
+        try:
+            for item in items:
+                self._call(item)
+        finally:
+            with self._changed:
+                self._draining = False
+                self._changed.notify_all()
+        return True
+
+    def stop(self) -> None:
+        """Let the routing thread end once the queue is empty; later items are worked on by
+        their callers."""
+        with self._lock:
+            self._stopped = True
+            self._changed.notify_all()
+
+    def after_fork_in_child(self) -> None:
+        """The parent's items and thread did not survive fork(): the child starts empty."""
+        stopped = self._stopped
+        self._init_state()
+        self._stopped = stopped
+
+    def _run(self) -> None:
+        while True:
+            with self._lock:
+                while not self._items or self._draining:
+                    self._busy = False
+                    self._changed.notify_all()  # wait_idle, drain
+                    if self._stopped and not self._items:
+                        self._thread = None
+                        return
+                    self._waiting = True
+                    self._changed.wait()
+                self._busy = True
+                items = list(self._items)
+                self._items.clear()
+            for item in items:
+                self._call(item)
+
+    def _call(self, item: Any) -> None:
+        try:
+            self._work(item)
+        except Exception:
+            logger.warning("tracescore failed to route an ended span; the application is "
+                           "unaffected", exc_info=True)
