@@ -122,3 +122,59 @@ def test_parent_keeps_every_score_and_the_child_starts_clean(receiver: HttpOtlpR
                       for s in agents if "child" in _question(s))
     assert children == [(f"child {i}", 1) for i in range(3)]
     assert not [s for s in receiver.received.spans if s.name.startswith("evaluation ")]
+
+
+FORK_RIGHT_AFTER_CONFIGURE = """
+import os, sys
+sys.path.insert(0, {root!r})
+import tracescore
+from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+from tracescore.scorers import create_answer_relevancy_scorer
+
+judge = tracescore.Judge("openai/test-judge", api_base={api_base!r}, api_key="sk-test-forking",
+                         max_retries=0)
+tracescore.configure(
+    service_name="forking-app",
+    exporter=OTLPSpanExporter(endpoint={endpoint!r} + "/v1/traces"),
+    scoring=[tracescore.ScoringRule(scorer=create_answer_relevancy_scorer(model=judge))],
+)
+
+@tracescore.agent
+def answer(q):
+    return "Paris is the capital of France."
+
+pid = os.fork()  # while configure()'s judge preload may still be importing in the background
+if pid == 0:
+    answer("child")
+    os._exit(0 if tracescore.force_flush(60_000) else 3)
+answer("parent")
+_, status = os.waitpid(pid, 0)
+sys.exit(os.waitstatus_to_exitcode(status) or (0 if tracescore.force_flush(60_000) else 4))
+"""
+
+
+def test_a_fork_during_the_judge_preload_leaves_the_child_a_working_judge(
+        receiver: HttpOtlpReceiver, judge_server: Any, tmp_path: Any) -> None:
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    judge_server.route("answer_relevancy_statements", {"statements": ["Paris is the capital."]})
+    judge_server.route("answer_relevancy_verdicts",
+                       {"results": [{"result": "yes", "reason": "on topic"}]})
+    judge_server.route("answer_relevancy_reason", {"reason": "It answers the question."})
+    script = tmp_path / "fork_app.py"
+    script.write_text(FORK_RIGHT_AFTER_CONFIGURE.format(
+        root=str(Path(__file__).resolve().parent.parent), api_base=judge_server.api_base,
+        endpoint=receiver.endpoint))
+    # A fresh interpreter: nothing of the judge's transport is imported before configure().
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                          timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
+    events = {_question(s): [a for n, a in s.events if n == EVALUATION]
+              for s in receiver.received.spans if s.name.startswith("invoke_agent")}
+    assert sorted(events) == ["child", "parent"]
+    for question, found in events.items():
+        ((event),) = found
+        assert "error.type" not in event, (question, event)
+        assert event["gen_ai.evaluation.score.value"] == 1.0

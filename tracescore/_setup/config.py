@@ -776,8 +776,21 @@ def _reinit_lock_after_fork() -> None:
     _config_lock = threading.Lock()
 
 
+# How long a fork() waits for a running judge preload at most.
+_FORK_WAITS_FOR_PRELOAD = 30.0
+
+
+def _finish_preload_before_fork() -> None:
+    # A module the preload thread is importing when fork() happens stays half imported in the
+    # child for good (aiohttp's ClientSession "from a partially initialized module"): every
+    # judged score of the child then fails. The forking thread waits for the import instead.
+    if not _preload_done.is_set():
+        _preload_done.wait(_FORK_WAITS_FOR_PRELOAD)
+
+
 if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_reinit_lock_after_fork)
+    os.register_at_fork(before=_finish_preload_before_fork,
+                        after_in_child=_reinit_lock_after_fork)
 
 
 def _stop_on_sigterm(seconds: float) -> None:
