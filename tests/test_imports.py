@@ -11,7 +11,8 @@
   function-level import is how a cycle hides; it still ties the two modules together);
 - no import runs against the data flow between rooms (``ARROWS``): the offline library does not
   import the command line, the scorers import no front, ``_core`` imports nothing above it;
-- ``import tracescore`` stays light: no litellm, no pydantic, no scorer module.
+- ``import tracescore`` stays light: none of ``NOT_ON_IMPORT`` (litellm, pydantic, the
+  scorers, the OTLP exporters, ...); a scorer's factory imports its own module only.
 """
 
 from __future__ import annotations
@@ -657,15 +658,43 @@ def test_the_probe_reports_what_a_fresh_interpreter_would(tmp_path: Path) -> Non
 # --- what ``import tracescore`` pulls in -------------------------------------------------------
 
 
-def test_import_tracescore_imports_no_litellm_pydantic_or_scorers(
+# What ``import tracescore`` must not import: the judge's and the offline tools' libraries, the
+# OTLP exporters (imported when an endpoint is configured), the heuristic scorers' libraries,
+# the SDKs whose responses tracescore reads by duck typing, and its own modules that only the
+# command line, ``serve``, the evals and the scorers use. Measured cost of the first few
+# (docs/development.md, "Install and import weight"): litellm ~2.5 s, pydantic ~50 ms,
+# aiohttp ~60 ms, the OTLP gRPC exporter ~150 ms.
+NOT_ON_IMPORT = (
+    "litellm", "pydantic", "aiohttp", "tenacity", "json_repair", "jinja2", "tqdm", "simplemma",
+    "openai", "anthropic", "httpx", "grpc", "google.protobuf", "opentelemetry.exporter", "yaml",
+    "redis", "numpy",
+    f"{PACKAGE}.scorers", f"{PACKAGE}._offline", f"{PACKAGE}._serve", f"{PACKAGE}._cli",
+    f"{PACKAGE}.testing", f"{PACKAGE}._judge.process",
+)
+
+
+def test_import_tracescore_imports_none_of_the_heavy_or_offline_modules(
     fresh_imports: dict[str, Any],
 ) -> None:
     assert fresh_imports["package_error"] is None, fresh_imports["package_error"]
     loaded = fresh_imports["loaded_by_package"]
     assert f"{PACKAGE}._setup.config" in loaded  # the probe saw tracescore's own modules
-    heavy = [
-        m
-        for m in loaded
-        if m.split(".")[0] in ("litellm", "pydantic") or m.startswith(f"{PACKAGE}.scorers")
-    ]
+    assert "opentelemetry.sdk.trace" in loaded  # and the third-party ones
+    heavy = sorted(
+        m for m in loaded if any(m == p or m.startswith(f"{p}.") for p in NOT_ON_IMPORT)
+    )
     assert heavy == [], f"`import tracescore` imported heavy modules: {heavy}"
+
+
+def test_a_scorer_imports_its_own_module_only() -> None:
+    # tracescore.scorers imports a prebuilt scorer's module when its factory is looked up.
+    code = (
+        "import sys\n"
+        "from tracescore.scorers import create_content_similarity_scorer\n"
+        "create_content_similarity_scorer()\n"
+        "print(sorted(m for m in sys.modules if m.startswith('tracescore.scorers.')\n"
+        "             and not m.split('.')[-1].startswith('_')))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], env=_child_env(), capture_output=True,
+                          text=True, timeout=scaled(_PROBE_TIMEOUT), check=True)
+    assert done.stdout.strip() == "['tracescore.scorers.content_similarity']"

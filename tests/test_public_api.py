@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
-
 import tracescore
 import tracescore.scorers
 
@@ -57,11 +54,3 @@ def test_every_public_name_resolves_and_is_documented() -> None:
     for name in SCORERS:
         assert (getattr(tracescore.scorers, name).__doc__ or "").strip(), name
 
-
-def test_import_stays_light() -> None:
-    code = ("import sys, tracescore; "
-            "heavy = [m for m in ('litellm', 'pydantic', 'tqdm', 'rapidfuzz', 'simplemma') "
-            "if m in sys.modules]; print(heavy)")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         check=True).stdout.strip()
-    assert out == "[]"

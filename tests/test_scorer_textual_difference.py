@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 from typing import Any
 
 import pytest
@@ -128,3 +129,31 @@ def test_long_texts() -> None:
     second = first[:-1] + "x"
     result = create_textual_difference_scorer().run(output=first, ground_truth=second)
     assert result.score == pytest.approx(2 * 19_999 / 40_000)
+
+
+def _lcs_by_table(first: str, second: str) -> int:
+    # The textbook dynamic programme, to check the bit-parallel one against.
+    previous = [0] * (len(second) + 1)
+    for char in first:
+        row = [0]
+        for j, other in enumerate(second):
+            row.append(previous[j] + 1 if char == other else max(previous[j + 1], row[j]))
+        previous = row
+    return previous[-1]
+
+
+def test_lcs_similarity_agrees_with_the_dynamic_programme() -> None:
+    # Small alphabets make many ties and repeats; a combining accent, an emoji and shared
+    # prefixes and suffixes (which the computation strips first) are among them.
+    rng = random.Random(35)
+    alphabets = ["ab", "abc ", "aé\u0301e\U0001f600", "the cat sat on a mat"]
+    for _ in range(2_000):
+        alphabet = rng.choice(alphabets)
+        first = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 40)))
+        second = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 40)))
+        if rng.random() < 0.3:
+            second = first[: rng.randint(0, len(first))] + second + first[rng.randint(0, 40):]
+        lcs = _lcs_by_table(first, second)
+        expected = 1.0 if not first and not second else 2 * lcs / (len(first) + len(second))
+        assert lcs_similarity(first, second) == expected, (first, second)
+        assert lcs_similarity(second, first) == expected, (first, second)
