@@ -72,3 +72,23 @@ def test_documented_commands_run_as_written(name: str, code: str, shown: str | N
                    if line.strip() and not line.startswith("cost:") and line not in out]
         assert not missing, f"{name}: the page shows lines the command did not print:\n" \
             + "\n".join(missing) + f"\n--- printed ---\n{out}"
+
+
+def test_install_lines_work_from_the_built_wheel() -> None:
+    # tracescore is not on a package index: an extra is installed through the built wheel
+    # (``'dist/tracescore-<version>-py3-none-any.whl[serve]'``) or a checkout (``'.[serve]'``),
+    # and the wheel named is the one ``python -m build`` makes of this version.
+    from tracescore import __version__
+
+    pages = [ROOT / "README.md", *PAGES, *sorted((ROOT / "integrations").glob("*/README.md")),
+             *sorted((ROOT / "tracescore").rglob("*.py"))]
+    from_index = re.compile(r"""pip install [^\n]*?(?<![\w./-])['"]?tracescore\[""")
+    wheel = re.compile(r"dist/tracescore(?:_\w+)?-([^-\s]+)-py3-none-any\.whl")
+    problems = []
+    for page in pages:
+        text = page.read_text(encoding="utf-8")
+        rel = page.relative_to(ROOT)
+        problems += [f"{rel}: {m[0]!r} installs from an index" for m in from_index.finditer(text)]
+        problems += [f"{rel}: {m[0]} is not version {__version__}" for m in wheel.finditer(text)
+                     if m[1] != __version__]
+    assert problems == []

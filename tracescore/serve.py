@@ -10,7 +10,7 @@ Example:
 ``ServeConfig`` and raise ``ServeConfigError`` (one line naming the key) when it is wrong;
 ``start(config)`` starts the receivers and returns a ``RunningService``; ``serve_forever(config)``
 runs until SIGTERM/SIGINT and drains. The service's file and its keys: docs/serve.md. Needs the
-``serve`` extra (``pip install 'tracescore[serve]'``).
+``serve`` extra (PyYAML and the Redis client: ``pip install 'PyYAML>=6,<7' 'redis>=5,<8'``).
 """
 
 from __future__ import annotations

@@ -21,7 +21,7 @@ When Redis cannot be reached the limits fall back to this replica's own (``Token
 ``HourlyBudget``: the behaviour without a store) and ``RedisStore.errors`` counts the failures,
 with a warning once per outage; they return to Redis when it answers again.
 
-Requires the ``redis`` package (``pip install 'tracescore[serve]'``).
+Requires the ``redis`` package (``pip install 'redis>=5,<8'``, part of the ``serve`` extra).
 """
 
 from __future__ import annotations

