@@ -90,6 +90,13 @@ def test_snippet_runs(snippet: Snippet, tmp_path: Path) -> None:
     result = subprocess.run(argv, env=_env(tmp_path), cwd=cwd, capture_output=True, text=True,
                             timeout=300)
     assert result.returncode == 0, f"{snippet.name}:\n{result.stdout}\n{result.stderr}"
+    if snippet.mode == "run" and re.search(r"^\s*@tracescore\.", snippet.code, re.M):
+        # A decorated function records nothing before configure(): a snippet that forgets it
+        # runs, exits 0 and shows the reader nothing.
+        spans = tmp_path / "t.jsonl"
+        assert spans.exists() and spans.stat().st_size, (
+            f"{snippet.name} decorates functions but exported no span: call "
+            f"tracescore.configure() before the first decorated call")
 
 
 def test_quickstart_snippet_exports_its_spans_without_a_key(tmp_path: Path) -> None:
