@@ -602,7 +602,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         limits=tracescore.LimitsOptions(score_timeout=JUDGE_TIMEOUT if judge else None),
         output=tracescore.OutputOptions(meter_provider=meter_provider),
     )
-    note(f"exporting spans to: {instance.exporter_description}")
+    if not instance.exporter_description.startswith("file "):
+        # (the local file: configure() has just said so on stderr)
+        note(f"exporting spans to: {instance.exporter_description}")
 
     agent = HaluEvalRag(index, replayed, corpus.passage_ids_by_question)
     started = time.perf_counter()
