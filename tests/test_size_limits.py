@@ -40,7 +40,6 @@ STILL_OVER = (
     "tracescore/scorers/hallucination.py:create_hallucination_scorer",
     "tracescore/_offline/feedback.py:calibrate_feedback",
     "tracescore/_cli/main.py:_run_eval",
-    "tracescore/scorers/textual_difference.py:create_textual_difference_scorer",
     "tracescore/scorers/context_recall.py:create_context_recall_scorer",
     "tracescore/scorers/toxicity.py:create_toxicity_scorer",
 )
