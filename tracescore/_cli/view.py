@@ -69,6 +69,10 @@ def run_view(args: argparse.Namespace) -> int:
     except OSError as exc:
         print(f"tracescore view: error: cannot write {args.output}: {exc}", file=sys.stderr)
         return EXIT_USAGE
+    except Exception as exc:  # noqa: BLE001 - whatever the file holds: one line, no traceback
+        print(f"tracescore view: error: could not read {path}: {type(exc).__name__}: "
+              f"{' '.join(str(exc).split())[:200]}", file=sys.stderr)
+        return EXIT_USAGE
     scores = sum(len(t["scores"]) for t in data.traces)
     spans = sum(len(t["spans"]) for t in data.traces)
     print(f"tracescore view: wrote {out}: {len(data.traces)} traces, {spans} spans, "

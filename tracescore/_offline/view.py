@@ -44,6 +44,9 @@ DEFAULT_MAX_TRACES = 500  # newest traces kept on the page
 DEFAULT_MAX_SPANS = 5_000  # spans kept on the page, over all kept traces
 MAX_VALUE_CHARS = 2_000  # characters of an attribute value or reason shown
 MAX_ATTRIBUTES = 64  # attributes shown per span; the rest are counted
+MAX_NAME_CHARS = 300  # characters of a name, id, key, scorer id or label kept
+MAX_SCORES = 200  # scores shown per span; the rest are counted (the summary counts all)
+_MAX_NS = (1 << 63) - 1  # OTLP times are fixed64 nanoseconds; anything else reads as unknown
 MAX_LINE_BYTES = 64 << 20  # a longer line is skipped (an export request is ~3 MiB at most)
 _FORGOTTEN_MEMORY = 100_000  # ids of traces let go, remembered to count their later spans
 
@@ -75,8 +78,9 @@ class ScorerSummary:
 
     @property
     def mean(self) -> float | None:
-        """The mean of the numeric scores, or None."""
-        return self.total / self.numeric if self.numeric else None
+        """The mean of the numeric scores, or None (none, or past a float's range)."""
+        mean = self.total / self.numeric if self.numeric else None
+        return mean if mean is not None and math.isfinite(mean) else None
 
 
 @dataclass
@@ -118,16 +122,23 @@ class ViewData:
 # -- reading --------------------------------------------------------------------------------------
 
 
+def _values(inner: Any) -> list[Any]:
+    """The ``values`` list of an ``arrayValue``/``kvlistValue`` (empty when it has another
+    shape: every value of the file is untrusted)."""
+    values = inner.get("values") if isinstance(inner, dict) else None
+    return values if isinstance(values, list) else []
+
+
 def _any_value(value: Any) -> Any:
     """An OTLP/JSON ``AnyValue`` as a Python value."""
     if not isinstance(value, dict) or not value:
         return None
     (kind, inner), *_ = value.items()
     if kind == "arrayValue":
-        return [_any_value(v) for v in (inner or {}).get("values", [])]
+        return [_any_value(v) for v in _values(inner)]
     if kind == "kvlistValue":
-        return {kv.get("key", ""): _any_value(kv.get("value")) for kv in
-                (inner or {}).get("values", []) if isinstance(kv, dict)}
+        return {_cut(kv.get("key")): _any_value(kv.get("value")) for kv in _values(inner)
+                if isinstance(kv, dict)}
     if kind == "intValue":
         try:
             return int(inner)
@@ -141,33 +152,49 @@ def _any_value(value: Any) -> Any:
     return inner
 
 
+def _cut(value: Any, limit: int = MAX_NAME_CHARS) -> str:
+    """``value`` as text of at most ``limit`` characters (names, ids, keys, labels)."""
+    text = value if isinstance(value, str) else "" if value is None else str(value)
+    return text if len(text) <= limit else text[:limit] + "…"
+
+
+def _list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
+def _dict(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
 def _attributes(items: Any) -> dict[str, Any]:
     out: dict[str, Any] = {}
-    if isinstance(items, list):
-        for kv in items:
-            if isinstance(kv, dict) and isinstance(kv.get("key"), str):
-                out[kv["key"]] = _any_value(kv.get("value"))
+    for kv in _list(items):
+        if isinstance(kv, dict) and isinstance(kv.get("key"), str):
+            out[_cut(kv["key"])] = _any_value(kv.get("value"))
     return out
 
 
 def _ns(value: Any) -> int:
+    """Nanoseconds of an OTLP time; 0 (unknown) for anything that is not one."""
     try:
-        return int(value)
-    except (TypeError, ValueError):
+        ns = int(value)
+    except (TypeError, ValueError, OverflowError):
         return 0
+    return ns if 0 <= ns <= _MAX_NS else 0
 
 
 def _spans_of_line(doc: Any) -> Iterator[tuple[dict[str, Any], str]]:
-    """(span, service name) of one OTLP/JSON ``ExportTraceServiceRequest``."""
-    for rs in doc.get("resourceSpans") or ():
+    """(span, service name) of one OTLP/JSON ``ExportTraceServiceRequest``; parts of another
+    shape are passed over."""
+    for rs in _list(doc.get("resourceSpans")):
         if not isinstance(rs, dict):
             continue
-        resource = _attributes((rs.get("resource") or {}).get("attributes"))
-        service = str(resource.get(sc.SERVICE_NAME) or "")
-        for ss in rs.get("scopeSpans") or ():
+        resource = _attributes(_dict(rs.get("resource")).get("attributes"))
+        service = _cut(resource.get(sc.SERVICE_NAME) or "")
+        for ss in _list(rs.get("scopeSpans")):
             if not isinstance(ss, dict):
                 continue
-            for span in ss.get("spans") or ():
+            for span in _list(ss.get("spans")):
                 if isinstance(span, dict):
                     yield span, service
 
@@ -226,20 +253,23 @@ def _text(value: Any, data: ViewData) -> dict[str, Any]:
 def _score(attributes: dict[str, Any], time_ns: int, late: bool,
            data: ViewData) -> dict[str, Any]:
     value = attributes.get(sc.GEN_AI_EVALUATION_SCORE_VALUE)
-    score = float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) \
-        and math.isfinite(float(value)) else None
+    score = None
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        with contextlib.suppress(OverflowError):  # an int past a float's range: no score
+            score = float(value) if math.isfinite(float(value)) else None
     error = attributes.get(sc.ERROR_TYPE)
     label = attributes.get(sc.GEN_AI_EVALUATION_SCORE_LABEL)
     outcome = ("error" if error else str(label) if label in ("pass", "fail", "not_scorable")
                else "scored" if score is not None else "none")
+    judge = attributes.get(sc.TRACESCORE_JUDGE_MODEL)
     return {
-        "scorer": str(attributes.get(sc.GEN_AI_EVALUATION_NAME) or "?"),
+        "scorer": _cut(attributes.get(sc.GEN_AI_EVALUATION_NAME) or "?"),
         "score": score,
-        "label": str(label) if label else None,
-        "error": str(error) if error else None,
+        "label": _cut(label) if label else None,
+        "error": _cut(error) if error else None,
         "outcome": outcome,
         "reason": _text(attributes.get(sc.GEN_AI_EVALUATION_EXPLANATION) or "", data),
-        "judge": attributes.get(sc.TRACESCORE_JUDGE_MODEL),
+        "judge": _cut(judge) if judge else None,
         "late": late,
         "time": time_ns,
     }
@@ -270,19 +300,24 @@ def _record(span: dict[str, Any], service: str, data: ViewData) -> dict[str, Any
     if not isinstance(trace_id, str) or not trace_id or not isinstance(span_id, str) \
             or not span_id:
         return None
+    trace_id, span_id = _cut(trace_id, 64), _cut(span_id, 64)  # hex ids are 32 and 16
     attributes = _attributes(span.get("attributes"))
     carrier = attributes.get(_CARRIER) is True
     scores, events = [], []
-    for event in span.get("events") or ():
+    hidden_scores = 0
+    for event in _list(span.get("events")):
         if not isinstance(event, dict):
             continue
         event_attributes = _attributes(event.get("attributes"))
         if event.get("name") == _EVENT:
             score = _score(event_attributes, _ns(event.get("timeUnixNano")), carrier, data)
             _count(data, score)
-            scores.append(score)
+            if len(scores) < MAX_SCORES:
+                scores.append(score)
+            else:
+                hidden_scores += 1
         elif len(events) < MAX_ATTRIBUTES:
-            events.append({"name": str(event.get("name") or ""),
+            events.append({"name": _cut(event.get("name") or ""),
                            "attributes": [(k, _text(v, data)) for k, v in
                                           list(event_attributes.items())[:MAX_ATTRIBUTES]]})
     genai, other = [], []
@@ -296,28 +331,29 @@ def _record(span: dict[str, Any], service: str, data: ViewData) -> dict[str, Any
         (genai if key.startswith(_GENAI_PREFIXES) else other).append((key, _text(value, data)))
     hidden = max(0, sum(not k.startswith(_HIDDEN_PREFIXES) for k in attributes) - shown) \
         if not carrier else 0
-    status = span.get("status") or {}
+    status = _dict(span.get("status"))
     operation = attributes.get(sc.GEN_AI_OPERATION_NAME)
-    kind = (attributes.get(sc.TRACESCORE_SPAN_KIND) or _KINDS.get(str(operation or ""))
-            or str(attributes.get(sc.OPENINFERENCE_SPAN_KIND) or "").lower() or "span")
+    kind = (attributes.get(sc.TRACESCORE_SPAN_KIND) or _KINDS.get(_cut(operation or ""))
+            or _cut(attributes.get(sc.OPENINFERENCE_SPAN_KIND) or "").lower() or "span")
     parent = span.get("parentSpanId")
     return {
         "trace_id": trace_id,
         "span_id": span_id,
-        "parent_id": parent if isinstance(parent, str) and parent else None,
-        "name": str(span.get("name") or ""),
+        "parent_id": _cut(parent, 64) if isinstance(parent, str) and parent else None,
+        "name": _cut(span.get("name") or ""),
         "service": service,
-        "kind": str(kind),
+        "kind": _cut(kind, 40),
         "start": _ns(span.get("startTimeUnixNano")),
         "end": _ns(span.get("endTimeUnixNano")),
-        "error": isinstance(status, dict) and status.get("code") == 2,
-        "status_message": str(status.get("message") or "") if isinstance(status, dict) else "",
+        "error": status.get("code") == 2,
+        "status_message": _cut(status.get("message") or "", MAX_VALUE_CHARS),
         "carrier": carrier,
         "genai": genai,
         "other": other,
         "hidden_attributes": hidden,
         "events": events,
         "scores": scores,
+        "hidden_scores": hidden_scores,
     }
 
 
@@ -402,7 +438,11 @@ def _duration(ns: int) -> str:
 def _when(ns: int) -> str:
     if ns <= 0:
         return ""
-    return datetime.fromtimestamp(ns / 1e9, tz=timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+    try:
+        return datetime.fromtimestamp(ns / 1e9, tz=timezone.utc).strftime(
+            "%Y-%m-%d %H:%M:%S UTC")
+    except (OverflowError, ValueError, OSError):  # past the platform's dates
+        return ""
 
 
 def _tree(trace_id: str, spans: list[dict[str, Any]]) -> dict[str, Any]:
@@ -414,7 +454,10 @@ def _tree(trace_id: str, spans: list[dict[str, Any]]) -> dict[str, Any]:
     for span in spans:
         target = by_id.get(span["parent_id"] or "") if span["carrier"] else None
         if target is not None:
-            target["scores"].extend(span["scores"])
+            room = max(0, MAX_SCORES - len(target["scores"]))
+            target["scores"].extend(span["scores"][:room])
+            target["hidden_scores"] += span["hidden_scores"] + max(
+                0, len(span["scores"]) - room)
         else:
             shown.append(span)
     ids = {s["span_id"] for s in shown}
@@ -428,13 +471,21 @@ def _tree(trace_id: str, spans: list[dict[str, Any]]) -> dict[str, Any]:
     end = max((s["end"] for s in shown), default=0)
     total = max(1, end - start)
     ordered: list[dict[str, Any]] = []
-    stack = [(span, 0) for span in reversed(children.get(None, []))]
-    seen: set[str] = set()
-    while stack:
+    seen: set[int] = set()
+    # Spans whose parent chain never reaches a root (a cycle in hostile input, a span its own
+    # parent) start trees of their own after the real roots: every span is shown once.
+    starts = [*children.get(None, []), *sorted(
+        (s for s in shown if s["parent_id"] in ids), key=lambda s: (s["start"], s["end"]))]
+    stack: list[tuple[dict[str, Any], int]] = []
+    next_start = 0
+    while next_start < len(starts) or stack:
+        if not stack:
+            stack.append((starts[next_start], 0))
+            next_start += 1
         span, depth = stack.pop()
-        if span["span_id"] in seen:  # a cycle in hostile input: shown once
+        if id(span) in seen:  # shown once
             continue
-        seen.add(span["span_id"])
+        seen.add(id(span))
         length = max(0, span["end"] - span["start"])
         span.update(depth=min(depth, 40), duration=_duration(length),
                     offset=round(max(0.0, (span["start"] - start) / total) * 100, 2),
