@@ -10,7 +10,11 @@ with an in-memory exporter or a real OTLP receiver on loopback.
 from __future__ import annotations
 
 import json
+import math
+import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -131,3 +135,115 @@ def test_view_mean_of_huge_scores_is_not_infinite(tmp_path: Path,
     assert code == 0, said
     mean = re.search(r'data-field="mean">([^<]*)<', page)
     assert mean is not None and "inf" not in mean.group(1).lower()
+
+
+# -- tracescore rescore ---------------------------------------------------------------------------
+
+SIDES = ["--scorer", "completeness", "--scorer", "keyword-coverage"]
+
+
+@pytest.fixture
+def stored_traces(tmp_path: Path) -> tuple[Path, str, str]:
+    """A span file of three agent turns, the header line rescore writes for SIDES and the
+    first trace's id."""
+    path = tmp_path / "traces.jsonl"
+    code = subprocess.run([sys.executable, "-c", """
+import tracescore
+tracescore.configure(console=False, service_name="rs")
+@tracescore.agent
+def answer(q):
+    return "Paris is the capital of France"
+for _ in range(3):
+    answer("What is the capital of France?")
+tracescore.shutdown(5000)
+"""], env={**os.environ, "TRACESCORE_EXPORT_FILE": str(path), "PYTHONPATH": str(ROOT),
+           "LITELLM_OFFLINE_MODE": "true"}, cwd=tmp_path, timeout=120).returncode
+    assert code == 0
+    state = tmp_path / "first.state"
+    assert main(["rescore", str(path), *SIDES, "--state", str(state), "--no-progress"]) == 0
+    header, first, *_ = state.read_text(encoding="utf-8").splitlines()
+    return path, header, json.loads(first)["trace"]
+
+
+def _outcome(status: str = "scored", score: Any = 0.5, **more: Any) -> dict[str, Any]:
+    return {"status": status, "score": score, "label": None, "error_type": None,
+            "explanation": "", "evaluator_version": None, **more}
+
+
+def _item(*outcomes: Any, span_name: str = "invoke_agent answer",
+          trace_id: str = TRACE) -> dict[str, Any]:
+    return {"trace_id": trace_id, "span_id": "b7ad6b7169203331", "span_name": span_name,
+            "outcomes": list(outcomes)}
+
+
+HOSTILE_STATES = {
+    "a turn that is a number": [1],
+    "an outcome that is a number": [_item(1, _outcome())],
+    "a turn without fields": [{}],
+    "a score that is a string": [_item(_outcome(score="high"), _outcome())],
+    "an unknown status": [_item(_outcome(status="weird"), _outcome())],
+    "one outcome for two sides": [_item(_outcome())],
+    "a score that is not finite": [_item(_outcome(score=math.nan), _outcome(score=math.inf))],
+    "a score past a float's range": [_item(_outcome(score=10 ** 400), _outcome())],
+}
+
+
+@pytest.mark.parametrize("case", HOSTILE_STATES)
+def test_rescore_refuses_a_corrupt_state_file_in_one_line(
+        case: str, stored_traces: tuple[Path, str, str], tmp_path: Path,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    # Before: AttributeError, KeyError, TypeError or IndexError tracebacks, or a report whose
+    # means read nan and inf.
+    traces, header, trace_id = stored_traces
+    state = tmp_path / "planted.state"
+    record = {"trace": trace_id, "items": HOSTILE_STATES[case]}
+    state.write_text(f"{header}\n{json.dumps(record)}\n", encoding="utf-8")
+    capsys.readouterr()
+    code = main(["rescore", str(traces), *SIDES, "--state", str(state), "--no-progress"])
+    said = capsys.readouterr()
+    assert code == 2, said
+    assert "Traceback" not in said.err
+    (line,) = said.err.strip().splitlines()
+    assert line.startswith(f"tracescore rescore: error: state file {state} line 2: not a "
+                           "rescore record")
+
+
+def test_rescore_reads_a_planted_state_file_redacted_and_prints_no_escape(
+        stored_traces: tuple[Path, str, str], tmp_path: Path,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    traces, header, trace_id = stored_traces
+    state = tmp_path / "planted.state"
+    hostile = f"\x1b]52;c;ZXZpbA==\x07\x1b[2J {KEY}"
+    record = {"trace": trace_id, "items": [_item(
+        _outcome(score=0.1, explanation=f"key {KEY}", label=KEY),
+        _outcome(score=0.9), span_name=hostile, trace_id=trace_id)]}
+    state.write_text(f"{header}\n{json.dumps(record)}\n", encoding="utf-8")
+    report = tmp_path / "report.json"
+    capsys.readouterr()
+    code = main(["rescore", str(traces), *SIDES, "--state", str(state), "--report",
+                 str(report), "--no-progress"])
+    said = capsys.readouterr()
+    assert code == 0, said
+    assert "\x1b" not in said.out + said.err
+    assert "\\x1b]52;c;ZXZpbA==\\x07" in said.out  # shown, not run
+    assert KEY not in said.out + report.read_text(encoding="utf-8")
+
+
+@pytest.mark.parametrize("kind", ["a device", "a line with no end"])
+def test_rescore_refuses_a_state_file_it_cannot_read_in_bounded_memory(
+        kind: str, stored_traces: tuple[Path, str, str], tmp_path: Path,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    # Before: a MemoryError traceback after filling the memory (the whole "line" was read).
+    traces, header, trace_id = stored_traces
+    if kind == "a device":
+        state = Path("/dev/zero")
+    else:
+        state = tmp_path / "sparse.state"
+        state.write_text(header + "\n", encoding="utf-8")
+        os.truncate(state, 1 << 30)  # 1 GiB of NUL bytes, no newline, no disk used
+    capsys.readouterr()
+    code = main(["rescore", str(traces), *SIDES, "--state", str(state), "--no-progress"])
+    said = capsys.readouterr()
+    assert code == 2, said
+    (line,) = said.err.strip().splitlines()
+    assert line.startswith(f"tracescore rescore: error: state file {state}")

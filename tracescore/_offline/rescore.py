@@ -49,6 +49,7 @@ from typing import Any
 from tracescore._core import semconv as sc
 from tracescore._core.errors import ConfigurationError
 from tracescore._core.redact import redact_text
+from tracescore._core.terminal import visible
 from tracescore._offline.calibrate import stats
 
 from .traces import SourceCounts, TraceAssembler
@@ -57,6 +58,8 @@ __all__ = ["RescoreResult", "Side", "rescore"]
 
 _STATE_VERSION = 1
 _MAX_EXPLANATION = 500
+_MAX_NAME = 300  # characters of a span name, label or version kept from a state file
+_MAX_STATE_LINE = 64 << 20  # bytes of one state line (one trace's turns)
 _FLUSH_MILLIS = 24 * 3600 * 1000  # a flush ends when every job did (each judge call is bounded)
 
 
@@ -313,7 +316,8 @@ class RescoreResult:
                     f"({m['span_name']}): {_score(m['baseline'])} -> {_score(m['side'])}")
         if not self.passed:
             lines.append("FAILED: no turn was scored by every side")
-        return "\n".join(lines)
+        # Span names and labels come from the traces: their escape sequences are not run.
+        return visible("\n".join(lines), newlines=True)
 
 
 def _score(outcome: Mapping[str, Any]) -> str:
@@ -534,11 +538,19 @@ def _read_state(path: Path, header: dict[str, Any]) -> dict[int, int]:
     """
     if not path.exists():
         return {}
+    if not path.is_file():  # /dev/zero, a named pipe: never a state file
+        raise ConfigurationError(f"state file {path} is not a regular file")
     done: dict[int, int] = {}
     try:
         with path.open("rb") as fh:
-            offset = 0
-            for line_no, raw in enumerate(fh, start=1):
+            offset = line_no = 0
+            while raw := fh.readline(_MAX_STATE_LINE + 1):
+                line_no += 1
+                if len(raw) > _MAX_STATE_LINE:
+                    raise ConfigurationError(
+                        f"state file {path} line {line_no}: longer than "
+                        f"{_MAX_STATE_LINE >> 20} MiB: not a rescore state file (use another "
+                        "file, or delete it)")
                 at, offset = offset, offset + len(raw)
                 try:
                     record = json.loads(raw.decode("utf-8"))
@@ -597,9 +609,36 @@ def _is_item(item: Any, sides: int) -> bool:
             return False
         score = o.get("score")
         if o["status"] == "scored" and (isinstance(score, bool) or not isinstance(
-                score, (int, float)) or not math.isfinite(score)):
+                score, (int, float)) or not _finite(score)):
+            return False
+        if any(o.get(k) is not None and not isinstance(o.get(k), str)
+               for k in ("label", "error_type", "evaluator_version", "explanation")):
             return False
     return True
+
+
+def _finite(number: float) -> bool:
+    try:
+        return math.isfinite(number)
+    except OverflowError:  # an int past a float's range
+        return False
+
+
+def _read_back(item: dict[str, Any]) -> dict[str, Any]:
+    """A turn read back from the state file, its texts cut and redacted again (the file may
+    have been written, or changed, by someone else); its shape was checked by ``_is_item``."""
+    def text(value: Any, limit: int) -> Any:
+        return None if value is None else redact_text(str(value)[:limit])
+
+    return {"trace_id": item["trace_id"][:64], "span_id": item["span_id"][:64],
+            "span_name": text(item["span_name"], _MAX_NAME),
+            "outcomes": [{"status": o["status"],
+                          "score": float(o["score"]) if o["status"] == "scored" else None,
+                          "label": text(o.get("label"), _MAX_NAME),
+                          "error_type": text(o.get("error_type"), _MAX_NAME),
+                          "explanation": text(o.get("explanation") or "", _MAX_EXPLANATION),
+                          "evaluator_version": text(o.get("evaluator_version"), _MAX_NAME)}
+                         for o in item["outcomes"]]}
 
 
 class _StateReader:
@@ -613,8 +652,8 @@ class _StateReader:
         if self._fh is None:
             return []
         self._fh.seek(offset)
-        record = json.loads(self._fh.readline().decode("utf-8"))
-        return list(record["items"])
+        record = json.loads(self._fh.readline(_MAX_STATE_LINE + 1).decode("utf-8"))
+        return [_read_back(item) for item in record["items"]]
 
     def close(self) -> None:
         if self._fh is not None:
