@@ -247,3 +247,35 @@ def test_rescore_refuses_a_state_file_it_cannot_read_in_bounded_memory(
     assert code == 2, said
     (line,) = said.err.strip().splitlines()
     assert line.startswith(f"tracescore rescore: error: state file {state}")
+
+
+# -- the first-run console ------------------------------------------------------------------------
+
+def test_the_exit_summary_shows_escape_sequences_without_running_them(tmp_path: Path) -> None:
+    # Before: the first error's OSC 52 (write the clipboard) and colour sequences, taken from
+    # the application's output, reached the terminal as they were.
+    script = f"""
+import tracescore
+from tracescore.scorers import create_scorer
+
+def judge_it(run):
+    raise RuntimeError("bad output: " + run.output_text)
+
+tracescore.configure(service_name="console", scoring=[tracescore.ScoringRule(
+    scorer=create_scorer(id="strict", generate_score=judge_it), on="agent")])
+
+@tracescore.agent
+def answer(question):
+    return "\\x1b]52;c;ZXZpbA==\\x07\\x1b[31mred\\u202e password=Hunter2Secret! {KEY}"
+
+answer("q")
+"""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "TRACESCORE_"))}
+    done = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=120, env={**env, "PYTHONPATH": str(ROOT),
+                                                       "LITELLM_OFFLINE_MODE": "true"})
+    assert done.returncode == 0, done.stderr
+    assert "first error: " in done.stderr
+    assert "\x1b" not in done.stderr and "\u202e" not in done.stderr
+    assert "\\x1b]52;c;ZXZpbA==\\x07\\x1b[31mred\\u202e" in done.stderr
+    assert "Hunter2Secret" not in done.stderr and KEY not in done.stderr

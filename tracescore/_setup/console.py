@@ -17,6 +17,8 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any
 
+from tracescore._core.terminal import visible
+
 MAX_SCORER_LINES = 20  # scorers listed in the exit summary; the rest are counted
 MAX_ERROR_CHARS = 200  # characters of a scorer's first error message shown
 MAX_FILE_LINES = 5  # files listed when several were written (the last ones used)
@@ -116,7 +118,8 @@ def _shown_error(text: str) -> str:
     from tracescore._core import redact as _redact  # imported by the decorators already
 
     line = " ".join(_redact.redact_text(str(text)).split())
-    return line if len(line) <= MAX_ERROR_CHARS else line[:MAX_ERROR_CHARS - 1] + "…"
+    line = line if len(line) <= MAX_ERROR_CHARS else line[:MAX_ERROR_CHARS - 1] + "…"
+    return visible(line)
 
 
 def _describe(counts: _ScorerCounts) -> str:
@@ -192,7 +195,9 @@ def _write(lines: list[str]) -> None:
         stream = sys.stderr
         if stream is None:
             return
-        stream.write("".join(f"{line}\n" for line in lines))
+        # A file name or a scorer's error from the application's data: escape sequences in
+        # them are shown, never run by the terminal.
+        stream.write("".join(f"{visible(line)}\n" for line in lines))
         stream.flush()
     except Exception:  # noqa: BLE001 - a closed or broken stderr: the message is lost, nothing else
         pass
