@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 
+import tracescore
 from tracescore.cli import main
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -279,3 +280,145 @@ answer("q")
     assert "\x1b" not in done.stderr and "\u202e" not in done.stderr
     assert "\\x1b]52;c;ZXZpbA==\\x07\\x1b[31mred\\u202e" in done.stderr
     assert "Hunter2Secret" not in done.stderr and KEY not in done.stderr
+
+
+# -- usage and cost -------------------------------------------------------------------------------
+
+@pytest.fixture
+def recorded() -> Any:
+    from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    spans, reader = InMemorySpanExporter(), InMemoryMetricReader()
+    tracescore.configure(exporter=spans, console=False,
+                         meter_provider=MeterProvider(metric_readers=[reader]))
+    yield spans, reader
+    tracescore.shutdown(3000)
+
+
+def _token_values(reader: Any) -> list[float]:
+    data = reader.get_metrics_data()
+    return [point.sum for rm in (data.resource_metrics if data else ()) for sm in rm.scope_metrics
+            for metric in sm.metrics if metric.name == "gen_ai.client.token.usage"
+            for point in metric.data.data_points]
+
+
+@pytest.mark.parametrize("usage", [
+    {"prompt_tokens": 10 ** 30, "completion_tokens": 5},
+    {"prompt_tokens": 1e300, "completion_tokens": 5},
+    {"prompt_tokens": -1000, "completion_tokens": 5},
+])
+def test_a_token_count_no_call_can_have_is_not_reported(usage: dict[str, Any],
+                                                        recorded: Any) -> None:
+    # Before: 10**30 tokens went on the span (OTLP's encoder then dropped the attribute with an
+    # error) and into the token histogram, whose cumulative sum no later export could encode:
+    # every token metric of the process was lost from then on; -1000 went out as it was; the
+    # cost was priced from them (1.5e+23 USD).
+    spans, reader = recorded
+
+    @tracescore.llm(name="hostile")
+    def call(messages: list[Any]) -> dict[str, Any]:
+        return {"model": "gpt-4o-mini", "id": "resp-1", "usage": usage}
+
+    call([{"role": "user", "content": "hi"}])
+    assert tracescore.force_flush(10_000)
+    (span,) = spans.get_finished_spans()
+    attributes = dict(span.attributes or {})
+    assert "gen_ai.usage.input_tokens" not in attributes
+    assert "llm.token_count.prompt" not in attributes
+    assert "gen_ai.usage.cost" not in attributes
+    assert attributes["gen_ai.usage.output_tokens"] == 5
+    assert all(0 <= value < 2 ** 53 for value in _token_values(reader))
+
+
+def test_texts_of_a_response_are_bounded(recorded: Any) -> None:
+    # Before: a 2-million-character model name and response id went on the span whole.
+    spans, _ = recorded
+
+    @tracescore.llm(name="long")
+    def call(messages: list[Any]) -> dict[str, Any]:
+        return {"model": "m" * 2_000_000, "id": "i" * 2_000_000,
+                "choices": [{"finish_reason": "stop"}] * 100_000,
+                "usage": {"prompt_tokens": 1, "completion_tokens": 1}}
+
+    call([])
+    assert tracescore.force_flush(10_000)
+    (span,) = spans.get_finished_spans()
+    attributes = dict(span.attributes or {})
+    assert len(attributes["gen_ai.response.model"]) <= 300
+    assert len(attributes["gen_ai.response.id"]) <= 300
+    assert len(attributes["gen_ai.response.finish_reasons"]) <= 128
+
+
+def test_a_response_whose_property_raises_base_exception_still_ends_the_span(
+        recorded: Any) -> None:
+    # Before: the span never ended and stayed the current span: every later span of the
+    # thread became its child.
+    spans, _ = recorded
+
+    class Interrupting:
+        @property
+        def model(self) -> str:
+            raise KeyboardInterrupt
+
+    @tracescore.llm(name="interrupted")
+    def call(messages: list[Any]) -> Any:
+        return Interrupting()
+
+    with pytest.raises(KeyboardInterrupt):
+        call([])
+    with tracescore.span("after"):
+        pass
+    assert tracescore.force_flush(10_000)
+    by_name = {s.name: s for s in spans.get_finished_spans()}
+    assert "chat interrupted" in by_name
+    assert by_name["after"].parent is None
+
+
+HOSTILE_PRICE_FILES = {
+    "an infinite token limit": '{"models": {"m": {"input": 1, "output": 1, '
+                               '"max_input_tokens": 1e400}}}',
+    "a NaN price": '{"models": {"m": {"input": NaN, "output": Infinity}}}',
+    "JSON nested 100,000 deep": "[" * 100_000 + "]" * 100_000,
+}
+
+
+@pytest.mark.parametrize("case", [*HOSTILE_PRICE_FILES, "a named pipe", "a device"])
+def test_a_hostile_price_file_from_the_environment_costs_its_prices_only(
+        case: str, tmp_path: Path) -> None:
+    # Before: configure() raised OverflowError or RecursionError, hung on a named pipe, read
+    # /dev/zero until memory ran out, and priced calls at NaN.
+    if case == "a named pipe":
+        path = tmp_path / "prices.json"
+        os.mkfifo(path)
+    elif case == "a device":
+        path = Path("/dev/zero")
+    else:
+        path = tmp_path / "prices.json"
+        path.write_text(HOSTILE_PRICE_FILES[case], encoding="utf-8")
+    script = """
+import tracescore
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+spans = InMemorySpanExporter()
+tracescore.configure(exporter=spans, console=False)
+
+@tracescore.llm(name="priced")
+def call(messages):
+    return {"model": "m", "usage": {"prompt_tokens": 10, "completion_tokens": 10}}
+
+call([])
+tracescore.force_flush(5000)
+(span,) = spans.get_finished_spans()
+print(sorted(k for k in span.attributes if "cost" in k))
+"""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "TRACESCORE_"))}
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120,
+        env={**env, "PYTHONPATH": str(ROOT), "LITELLM_OFFLINE_MODE": "true",
+             "TRACESCORE_PRICE_FILE": str(path)})
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "[]"  # "m" has no price: the user's file was not used
+    assert "could not be read" in done.stderr or "not a regular file" in done.stderr \
+        or "takes a number >= 0 (finite)" in done.stderr
+    assert "Traceback" not in done.stderr

@@ -546,8 +546,10 @@ def _wrap(kind: str, func: Any, options: dict[str, Any]) -> Any:
                 _fail(rt, span, payload, exc)
                 _end(rt, span, payload, token)
                 raise
-            _finish(rt, spec, span, payload, result)
-            _end(rt, span, payload, token)
+            try:
+                _finish(rt, spec, span, payload, result)
+            finally:  # a BaseException from reading the result still ends the span
+                _end(rt, span, payload, token)
             return result
 
         return async_wrapper(func)
@@ -580,8 +582,10 @@ def _wrap(kind: str, func: Any, options: dict[str, Any]) -> Any:
             _fail(rt, span, payload, exc)
             _end(rt, span, payload, token)
             raise
-        _finish(rt, spec, span, payload, result)
-        _end(rt, span, payload, token)
+        try:
+            _finish(rt, spec, span, payload, result)
+        finally:  # a BaseException from reading the result (a property) still ends the span
+            _end(rt, span, payload, token)
         return result
 
     return sync_wrapper(func)
@@ -634,10 +638,12 @@ class _Stream:
             _fail(self.rt, self.span, self.payload, exc)
 
     def end(self) -> None:
-        if not self.failed:
-            _finish(self.rt, self.spec, self.span, self.payload, _join(self.items), self.usage,
-                    self.context)
-        _end(self.rt, self.span, self.payload, None)
+        try:
+            if not self.failed:
+                _finish(self.rt, self.spec, self.span, self.payload, _join(self.items),
+                        self.usage, self.context)
+        finally:
+            _end(self.rt, self.span, self.payload, None)
 
 
 def _open_stream(rt: Runtime, spec: _Spec, wrapped: Any, instance: Any, args: Any, kwargs: Any,

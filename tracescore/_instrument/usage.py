@@ -33,7 +33,9 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import math
 import os
+import stat
 import threading
 from collections.abc import Mapping
 from pathlib import Path
@@ -55,6 +57,14 @@ PRICES_PATH = Path(__file__).with_name("prices.json")
 
 # Service tiers billed at list price; any other (batch, flex, priority, scale) is not priced.
 _STANDARD_TIERS = frozenset({"default", "standard", "auto", "standard_only"})
+
+# A token count is read only from 0 to 2**53 (exact as a float, far past any real call): a
+# negative or larger count is not reported (one past 2**63 made OTLP's encoder drop the
+# attribute and fail every later export of the cumulative token histogram).
+MAX_TOKENS = 1 << 53
+MAX_TEXT = 256  # characters of a model name, response id, tier or finish reason kept
+MAX_FINISH_REASONS = 128  # one per choice
+MAX_PRICE_FILE_BYTES = 16 << 20
 
 
 
@@ -121,18 +131,21 @@ def _int(value: Any) -> int | None:
     if isinstance(value, bool):
         return None
     if isinstance(value, int):
-        return value
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
-    return None
+        number = value
+    elif isinstance(value, float) and value.is_integer():
+        number = int(value)
+    else:
+        return None
+    return number if 0 <= number <= MAX_TOKENS else None
 
 
 def _str(value: Any) -> str | None:
-    if isinstance(value, str) and value:
-        return value
-    # enums of typed SDKs (a finish reason or tier as a str subclass is caught above)
-    inner = getattr(value, "value", None)
-    return inner if isinstance(inner, str) and inner else None
+    if not (isinstance(value, str) and value):
+        # enums of typed SDKs (a finish reason or tier as a str subclass is caught above)
+        value = getattr(value, "value", None)
+        if not (isinstance(value, str) and value):
+            return None
+    return value if len(value) <= MAX_TEXT else value[:MAX_TEXT] + "..."
 
 
 def from_response(result: Any) -> Usage | None:
@@ -167,7 +180,8 @@ def _read(obj: Any, out: Usage) -> None:
         out.service_tier = tier
     choices = _get(obj, "choices")
     if isinstance(choices, (list, tuple)) and choices:
-        reasons = [r for r in (_str(_get(c, "finish_reason")) for c in choices) if r]
+        reasons = [r for r in (_str(_get(c, "finish_reason"))
+                               for c in choices[:MAX_FINISH_REASONS]) if r]
         if reasons:
             out.finish_reasons = reasons
     stop = _str(_get(obj, "stop_reason"))  # Anthropic
@@ -186,9 +200,9 @@ def _read(obj: Any, out: Usage) -> None:
 
 
 def _read_usage(usage: Any, out: Usage, *, anthropic: bool) -> None:
-    prompt = _int(_get(usage, "prompt_tokens"))
-    if prompt is not None:  # the chat shape (OpenAI, litellm): prompt_tokens counts cached ones
-        out.input_tokens = prompt
+    raw_prompt = _get(usage, "prompt_tokens")
+    if raw_prompt is not None:  # the chat shape (OpenAI, litellm): prompt_tokens counts cached
+        out.input_tokens = _int(raw_prompt)
         out.output_tokens = _int(_get(usage, "completion_tokens"))
         details = _get(usage, "prompt_tokens_details")
         out.cache_read = _int(_get(details, "cached_tokens")) or 0
@@ -310,6 +324,13 @@ class Price:
         self.max_input_tokens = int(limit) if limit is not None else None
 
 
+def _finite(value: float) -> bool:
+    try:
+        return math.isfinite(value)
+    except OverflowError:  # an int past a float's range
+        return False
+
+
 def _opt_float(value: Any) -> float | None:
     return None if value is None else float(value)
 
@@ -327,9 +348,11 @@ def _check_entry(name: str, entry: Any, origin: str) -> None:
                 "cache_read, cache_write, max_input_tokens)")
         if (value is None and key not in ("input", "output")):
             continue
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0 \
+                or not _finite(value):
             raise ConfigurationError(
-                f"price table {origin}: {name}.{key} takes a number >= 0, got {value!r}")
+                f"price table {origin}: {name}.{key} takes a number >= 0 (finite), got "
+                f"{str(value)[:40]!r}")
 
 
 def _load(path: str | os.PathLike[str]) -> dict[str, Price]:
@@ -340,18 +363,28 @@ def _load(path: str | os.PathLike[str]) -> dict[str, Price]:
     """
     origin = os.fspath(path)
     try:
+        # A named pipe would block configure() and a device never ends: a regular file only,
+        # opened without blocking and read up to a bound.
+        fd = os.open(origin, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+        with open(fd, "rb") as fh:
+            if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
+                raise ConfigurationError(f"price table {origin} is not a regular file")
+            raw = fh.read(MAX_PRICE_FILE_BYTES + 1)
+        if len(raw) > MAX_PRICE_FILE_BYTES:
+            raise ConfigurationError(f"price table {origin} is larger than "
+                                     f"{MAX_PRICE_FILE_BYTES >> 20} MiB")
         if origin.endswith(".toml"):
             try:
                 import tomllib  # type: ignore[import-not-found,unused-ignore]
             except ModuleNotFoundError:  # Python 3.10
                 import tomli as tomllib  # type: ignore[import-not-found,no-redef,unused-ignore]
-            with open(origin, "rb") as fh:
-                data = tomllib.load(fh)
+            data = tomllib.loads(raw.decode("utf-8"))
         else:
-            with open(origin, encoding="utf-8") as fh:
-                data = json.load(fh)
-    except (OSError, ValueError, ImportError) as exc:
-        raise ConfigurationError(f"price table {origin} could not be read: {exc}") from None
+            data = json.loads(raw.decode("utf-8"))
+    except (OSError, ValueError, ImportError, RecursionError) as exc:
+        raise ConfigurationError(
+            f"price table {origin} could not be read: {type(exc).__name__}: "
+            f"{' '.join(str(exc).split())[:200]}") from None
     models = data.get("models") if isinstance(data, Mapping) else None
     if not isinstance(models, Mapping):
         raise ConfigurationError(
@@ -396,7 +429,7 @@ def prices_or_shipped(path: str | None) -> dict[str, Price]:
     user's file cannot be read: for the decorators, which never raise. Never raises."""
     try:
         return price_table(path)
-    except ConfigurationError as exc:
+    except Exception as exc:  # noqa: BLE001 - a bad file costs its prices, nothing else
         with _tables_lock:
             if path not in _warned:
                 _warned.add(str(path))
@@ -537,8 +570,12 @@ def from_attributes(attrs: Mapping[str, Any]) -> tuple[Usage, float | None] | No
     usage.model = _str(first(sc.GEN_AI_RESPONSE_MODEL, sc.LLM_MODEL_NAME,
                              sc.GEN_AI_REQUEST_MODEL))
     recorded = first(sc.GEN_AI_USAGE_COST, sc.LLM_COST_TOTAL)
-    spent = float(recorded) if isinstance(recorded, (int, float)) and not isinstance(
-        recorded, bool) else None
+    spent = None
+    if isinstance(recorded, (int, float)) and not isinstance(recorded, bool):
+        with contextlib.suppress(OverflowError):
+            spent = float(recorded)
+        if spent is not None and not (math.isfinite(spent) and spent >= 0):
+            spent = None  # not a cost: counted as none
     return usage, spent
 
 
