@@ -150,7 +150,7 @@ def stored_traces(tmp_path: Path) -> tuple[Path, str, str]:
     path = tmp_path / "traces.jsonl"
     code = subprocess.run([sys.executable, "-c", """
 import tracescore
-tracescore.configure(console=False, service_name="rs")
+tracescore.configure(output=tracescore.OutputOptions(console=False), service_name="rs")
 @tracescore.agent
 def answer(q):
     return "Paris is the capital of France"
@@ -291,8 +291,8 @@ def recorded() -> Any:
     from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
     spans, reader = InMemorySpanExporter(), InMemoryMetricReader()
-    tracescore.configure(exporter=spans, console=False,
-                         meter_provider=MeterProvider(metric_readers=[reader]))
+    tracescore.configure(exporter=spans, output=tracescore.OutputOptions(
+        console=False, meter_provider=MeterProvider(metric_readers=[reader])))
     yield spans, reader
     tracescore.shutdown(3000)
 
@@ -401,7 +401,7 @@ def test_a_hostile_price_file_from_the_environment_costs_its_prices_only(
 import tracescore
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 spans = InMemorySpanExporter()
-tracescore.configure(exporter=spans, console=False)
+tracescore.configure(exporter=spans, output=tracescore.OutputOptions(console=False))
 
 @tracescore.llm(name="priced")
 def call(messages):
