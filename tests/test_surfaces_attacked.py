@@ -422,3 +422,41 @@ print(sorted(k for k in span.attributes if "cost" in k))
     assert "could not be read" in done.stderr or "not a regular file" in done.stderr \
         or "takes a number >= 0 (finite)" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+# -- calibrate ------------------------------------------------------------------------------------
+
+def _labelled(tmp_path: Path, first_label: str) -> Path:
+    data = tmp_path / "labelled.jsonl"
+    data.write_text(
+        f'{{"input": "capital France", "output": "Paris capital France", "label": {first_label}}}\n'
+        '{"input": "capital Spain", "output": "no idea", "label": "fail"}\n', encoding="utf-8")
+    return data
+
+
+def test_calibrate_refuses_a_label_past_a_float_in_one_line(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # Before: an OverflowError traceback.
+    data = _labelled(tmp_path, "1" + "0" * 400)
+    code = main(["calibrate", str(data), "--scorer", "keyword-coverage", "--no-progress"])
+    said = capsys.readouterr()
+    assert code == 2
+    (line,) = said.err.strip().splitlines()
+    assert line.startswith(f"tracescore calibrate: error: {data} line 1: the label '1000")
+    assert line.endswith("is not a finite number")
+
+
+@pytest.mark.parametrize("option", ["--min-accuracy", "--min-kappa", "--label-threshold"])
+def test_calibrate_refuses_a_bound_that_is_not_a_number(
+        option: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # Before: --min-accuracy nan was a gate no run could fail (every comparison with NaN is
+    # False): exit 0 whatever the accuracy.
+    data = _labelled(tmp_path, '"pass"')
+    with pytest.raises(SystemExit) as exit_:
+        main(["calibrate", str(data), "--scorer", "keyword-coverage", "--no-progress",
+              option, "nan"])
+    assert exit_.value.code == 2
+    assert "takes a finite number" in capsys.readouterr().err
+    with pytest.raises(tracescore.ConfigurationError, match="must be a finite number"):
+        tracescore.calibrate(str(data), "keyword-coverage",
+                             **{option[2:].replace("-", "_"): math.nan})

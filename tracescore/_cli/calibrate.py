@@ -18,6 +18,16 @@ from tracescore._cli.judge_options import add_judge_options, judge_from_args
 EXIT_PASSED, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 
 
+def _finite_float(text: str) -> float:
+    """A finite number (``nan`` would make a bound that no value passes or fails)."""
+    import math
+
+    value = float(text)
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"takes a finite number, got {text!r}")
+    return value
+
+
 def add_calibrate_parser(commands: Any) -> None:
     """Add the ``calibrate`` subcommand to the ``tracescore`` parser's subparsers."""
     cal = commands.add_parser(
@@ -58,13 +68,13 @@ def add_calibrate_parser(commands: Any) -> None:
     cal.add_argument("--state", metavar="FILE",
                      help="append each item's outcome to FILE and skip the items it already "
                      "holds (resume an interrupted run)")
-    cal.add_argument("--label-threshold", type=float, default=0.5, metavar="X",
+    cal.add_argument("--label-threshold", type=_finite_float, default=0.5, metavar="X",
                      help="a numeric human label passes at X or above (default 0.5)")
     cal.add_argument("--concurrency", type=int, default=1, metavar="N",
                      help="items scored at once (default 1)")
-    cal.add_argument("--min-accuracy", type=float, default=None, metavar="A",
+    cal.add_argument("--min-accuracy", type=_finite_float, default=None, metavar="A",
                      help="exit 1 when the accuracy at the threshold is below A (0..1)")
-    cal.add_argument("--min-kappa", type=float, default=None, metavar="K",
+    cal.add_argument("--min-kappa", type=_finite_float, default=None, metavar="K",
                      help="exit 1 when Cohen's kappa at the threshold is below K")
     cal.add_argument("--report", metavar="FILE", help="write the full result as JSON")
     cal.add_argument("--junit", metavar="FILE", help="write JUnit XML")

@@ -383,12 +383,19 @@ def iter_labelled(data: Any, label_threshold: float = 0.5) -> Iterator[Calibrati
         raise ConfigurationError(f"{where}: no items")
 
 
+def _finite(number: float) -> bool:
+    try:
+        return math.isfinite(number)
+    except OverflowError:  # an int past a float's range
+        return False
+
+
 def _human_pass(label: Any, label_threshold: float, at: str) -> bool:
     if isinstance(label, bool):
         return label
     if isinstance(label, (int, float)):
-        if not math.isfinite(label):
-            raise ConfigurationError(f"{at}: the label {label!r} is not a finite number")
+        if not _finite(label):
+            raise ConfigurationError(f"{at}: the label {str(label)[:40]!r} is not a finite number")
         return float(label) >= label_threshold
     if isinstance(label, str):
         word = label.strip().lower()
@@ -582,6 +589,13 @@ def calibrate(
         threshold = scale / 2
     if not isinstance(threshold, (int, float)) or not math.isfinite(threshold):
         raise ConfigurationError(f"calibrate threshold must be a finite number, got {threshold!r}")
+    # A NaN bound compares False with everything: a gate that can never fail.
+    for name, bound in (("label_threshold", label_threshold), ("min_accuracy", min_accuracy),
+                        ("min_kappa", min_kappa)):
+        if bound is not None and (isinstance(bound, bool) or not isinstance(bound, (int, float))
+                                  or not _finite(bound)):
+            raise ConfigurationError(f"calibrate {name} must be a finite number, got "
+                                     f"{str(bound)[:40]!r}")
     judge_model = _judge_model(scorer)
     if getattr(scorer, "uses_judge", False) and judge_model is None:
         raise ConfigurationError(
@@ -643,6 +657,11 @@ def calibrate(
 
 def _problems(result: CalibrationResult, min_accuracy: float | None,
               min_kappa: float | None) -> list[str]:
+    for name, bound in (("min_accuracy", min_accuracy), ("min_kappa", min_kappa)):
+        if bound is not None and (isinstance(bound, bool) or not isinstance(bound, (int, float))
+                                  or not _finite(bound)):
+            raise ConfigurationError(f"calibrate {name} must be a finite number, got "
+                                     f"{str(bound)[:40]!r}")
     problems = []
     a = result.at_threshold
     if a.n == 0:
