@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from opentelemetry import trace
 
 import tracescore
 from tracescore.cli import main
@@ -460,3 +461,61 @@ def test_calibrate_refuses_a_bound_that_is_not_a_number(
     with pytest.raises(tracescore.ConfigurationError, match="must be a finite number"):
         tracescore.calibrate(str(data), "keyword-coverage",
                              **{option[2:].replace("-", "_"): math.nan})
+
+
+# -- leftovers of the last round: control characters, tracestate, long attribute names ----------
+
+@pytest.fixture
+def receiver(monkeypatch: pytest.MonkeyPatch) -> Any:
+    from tests.otlp_receiver import HttpOtlpReceiver
+
+    with HttpOtlpReceiver() as rec:
+        monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", rec.endpoint)
+        monkeypatch.setenv("OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf")
+        monkeypatch.setenv("TRACESCORE_LOG_RECORDS", "false")
+        yield rec.received
+        tracescore.shutdown(3000)
+
+
+def test_control_characters_tracestate_and_long_names_leave_redacted(receiver: Any) -> None:
+    # Before: a NUL or a terminal escape inside a key or a secret name let it out in clear, a
+    # tracestate value went out as it was, and a 1,000,000-character attribute name went out
+    # whole.
+    from opentelemetry.trace import (
+        NonRecordingSpan,
+        SpanContext,
+        TraceFlags,
+        TraceState,
+        set_span_in_context,
+    )
+
+    tracescore.configure(service_name="leftovers")
+    tracer = trace.get_tracer("acme.jobs")
+    secrets = [f"{KEY[:8]}\x00{KEY[8:]}", f"{KEY[:8]}\x1b[0m{KEY[8:]}", "Hx7Vw2Qp9Lz4Secret"]
+    parent = set_span_in_context(NonRecordingSpan(SpanContext(
+        0xABC, 0xDEF, True, TraceFlags(TraceFlags.SAMPLED),
+        TraceState([("vendor", KEY), ("acme", "plain-value")]))))
+    with tracer.start_as_current_span("leftovers", context=parent) as span:
+        span.set_attribute("note.nul", secrets[0])
+        span.set_attribute("note.escape", f"key {secrets[1]} end")
+        span.set_attribute("pass\x00word", secrets[2])
+        span.set_attribute("N" * 1_000_000, "kept")
+        span.set_attribute("plain \x1b[31mred\x1b[0m", "kept too")
+    assert tracescore.force_flush(20_000)
+    assert receiver.wait_for(lambda spans: len(spans) >= 1)
+    raw = receiver.raw_bytes()
+    assert not [s for s in [KEY, KEY[8:], *secrets] if s.encode() in raw]
+    (exported,) = receiver.by_name("leftovers")
+    attributes = exported.attributes
+    assert attributes["note.nul"] == "[REDACTED]"
+    assert attributes["note.escape"] == "key [REDACTED] end"
+    long_name = "N" * (256 - len("...[truncated 999744 chars]")) + "...[truncated 999744 chars]"
+    assert attributes[long_name] == "kept"
+    assert attributes["plain \x1b[31mred\x1b[0m"] == "kept too"  # nothing to hide: as it was
+    from opentelemetry.proto.collector.trace.v1 import trace_service_pb2
+
+    request = trace_service_pb2.ExportTraceServiceRequest()
+    request.ParseFromString(receiver.requests[-1])
+    (otlp_span,) = [s for rs in request.resource_spans for ss in rs.scope_spans
+                    for s in ss.spans if s.name == "leftovers"]
+    assert otlp_span.trace_state == "vendor=[REDACTED],acme=plain-value"

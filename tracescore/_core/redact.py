@@ -1068,6 +1068,18 @@ def _escapes(run: str) -> str:
         return run
 
 
+# Control characters read as nothing: a terminal's escape sequence (CSI "\x1b[0m", OSC
+# "\x1b]0;title\x07", a two-character escape) whole, and runs of the other C0 controls but tab,
+# newline and carriage return, and DEL ("sk-proj-AB\x00CD..." is "sk-proj-ABCD...").
+_CONTROL_SEARCH = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]").search
+# The bytes of an ASCII text that are no control character (deleted at C speed: what is left
+# is a control character; a regular expression took ten times as long).
+_PLAIN = bytes([9, 10, 13, *range(0x20, 0x7F)])
+_CONTROL_RUN = re.compile(
+    "\x1b(?:\\[[0-?]{0,64}[ -/]{0,16}[@-~]|\\][^\x07\x1b]{0,256}(?:\x07|\x1b\\\\)?|[@-Z\\\\-_])?"
+    "|[\x00-\x08\x0b\x0c\x0e-\x1a\x1c-\x1f\x7f]+")
+
+
 _DECODERS: tuple[tuple[str, re.Pattern[str], Callable[[str], str]], ...] = (
     ("%", _PERCENT_RUN, _percent),
     ("&", _ENTITY_RUN, _entities),
@@ -1077,7 +1089,8 @@ _DECODERS: tuple[tuple[str, re.Pattern[str], Callable[[str], str]], ...] = (
 
 def _disguised(text: str) -> bool:
     """Whether ``text`` may hold a disguised credential (else it is searched once, as it is)."""
-    return not text.isascii() or "%" in text or "&" in text or "\\" in text
+    return (not text.isascii() or "%" in text or "&" in text or "\\" in text
+            or (not text.isprintable() and bool(text.encode("ascii").translate(None, _PLAIN))))
 
 
 def _decodings(text: str) -> list[list[_Layer | _Folded]]:
@@ -1093,6 +1106,11 @@ def _decodings(text: str) -> list[list[_Layer | _Folded]]:
             layers.extend(_unicode_layers(current))
             current = layers[-1].text if layers else current
         unfolded = len(layers)
+        if _CONTROL_SEARCH(current) is not None:
+            runs = [(m.start(), m.end(), "") for m in _CONTROL_RUN.finditer(current)]
+            if runs:
+                layers.append(_Layer(current, runs))
+                current = layers[-1].text
         for needle, pattern, decode in _DECODERS:
             if needle in current:
                 runs = []

@@ -45,6 +45,10 @@ logger = logging.getLogger("tracescore")
 REDACTED = _redact.REDACTED
 # Resources and scopes are few; their redacted forms are kept by identity, at most this many.
 _MAX_CACHED = 256
+# Characters of an attribute name sent: a longer name is cut (its value kept); only what can
+# survive the cut is searched for credentials (plus 512 characters, so that a key the cut
+# would halve is redacted whole).
+MAX_NAME_CHARS = 256
 
 
 # Whether an attribute name names a secret: a pure function of the name, and the same few names
@@ -89,13 +93,19 @@ def _item(value: Any, secret: bool) -> Any:
     return value
 
 
-def _key(key: Any) -> Any:
+def _key(key: Any) -> tuple[Any, bool]:
     """An attribute's name, redacted: a credential used as a name leaves as ``[REDACTED]``
-    in its place (the rest of the name kept)."""
+    in its place (the rest of the name kept), and a name longer than ``MAX_NAME_CHARS`` is
+    cut; with whether the value filed under it may be shown (not under a credential)."""
     if not isinstance(key, str):
-        return key
+        return key, True
+    if len(key) > MAX_NAME_CHARS:
+        head = key[:MAX_NAME_CHARS + 512]
+        new = _redact.redact_text(head)
+        mark = f"...[truncated {len(key) - MAX_NAME_CHARS} chars]"
+        return new[:MAX_NAME_CHARS - len(mark)] + mark, new == head
     new = _redact.redact_name(key)
-    return key if new == key else new
+    return (key, True) if new == key else (new, False)
 
 
 def redact_attributes(attributes: Mapping[str, Any] | None) -> Mapping[str, Any] | None:
@@ -114,11 +124,11 @@ def redact_attributes(attributes: Mapping[str, Any] | None) -> Mapping[str, Any]
     if not attributes:
         return attributes
     changed: dict[str, Any] | None = None
-    renamed: list[tuple[str, str]] = []
+    renamed: list[tuple[str, str, Any]] = []
     for key, value in attributes.items():
-        new_key = _key(key)
+        new_key, shown = _key(key)
         if new_key is not key:
-            renamed.append((key, new_key))
+            renamed.append((key, new_key, _value(key, value) if shown else REDACTED))
             continue
         new = _value(key, value)
         if new is not value:
@@ -128,16 +138,16 @@ def redact_attributes(attributes: Mapping[str, Any] | None) -> Mapping[str, Any]
     if renamed:
         if changed is None:
             changed = dict(attributes)
-        for key, _ in renamed:
+        for key, _, _ in renamed:
             del changed[key]
-        suffixes: dict[str, int] = {}  # per redacted name, the last suffix given
-        for _, new_key in renamed:
+        suffixes: dict[str, int] = {}  # per redacted or cut name, the last suffix given
+        for _, new_key, new_value in renamed:
             name, n = new_key, suffixes.get(new_key, 1)
             while name in changed:
                 n += 1
                 name = f"{new_key}#{n}"
             suffixes[new_key] = n
-            changed[name] = REDACTED
+            changed[name] = new_value
     return attributes if changed is None else changed
 
 
@@ -223,10 +233,11 @@ class Scrubber:
         new_links: list[Link] | None = None
         for i, link in enumerate(links):
             link_attrs = redact_attributes(link.attributes)
-            if link_attrs is not link.attributes:
+            link_context = _context(link.context)
+            if link_attrs is not link.attributes or link_context is not link.context:
                 if new_links is None:
                     new_links = list(links)
-                new_links[i] = Link(link.context, link_attrs)
+                new_links[i] = Link(link_context, link_attrs)
         status = span.status
         if status is not None and status.description:
             description = _redact.redact_text(status.description)
@@ -234,13 +245,15 @@ class Scrubber:
                 status = Status(status.status_code, description)
         resource = self._resource(span.resource)
         new_scope = self._scope(scope)
+        context = _context(span.context)
         if (name is span.name and attributes is original and new_events is None
                 and new_links is None and status is span.status
-                and resource is span.resource and new_scope is scope):
+                and resource is span.resource and new_scope is scope
+                and context is span.context):
             return span
         return ReadableSpan(
             name=name,
-            context=span.context,
+            context=context,
             parent=span.parent,
             resource=resource,
             # The counts of what the SDK dropped for its limits are kept (the constructor
@@ -292,6 +305,21 @@ class Scrubber:
             cache.clear()  # ids of collected objects may be reused: start again
         # The original is kept in the entry so that its id cannot be reused while cached.
         cache[id(original)] = (original, redacted)
+
+
+def _context(context: Any) -> Any:
+    """``context`` with the values of its W3C ``tracestate`` redacted (OTLP sends a span's and
+    each link's); the same object when nothing changed."""
+    state = getattr(context, "trace_state", None)
+    if not state:
+        return context
+    entries = [(key, _redact.redact_text(value)) for key, value in state.items()]
+    if all(new == old for (_, new), old in zip(entries, state.values(), strict=True)):
+        return context
+    from opentelemetry.trace import SpanContext, TraceState
+
+    return SpanContext(context.trace_id, context.span_id, context.is_remote,
+                       context.trace_flags, TraceState(entries))
 
 
 def _with_attributes(span: ReadableSpan, extra: Mapping[str, Any]) -> ReadableSpan:
