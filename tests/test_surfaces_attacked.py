@@ -19,7 +19,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from opentelemetry import trace
 
 import tracescore
 from tracescore.cli import main
@@ -481,6 +480,7 @@ def test_control_characters_tracestate_and_long_names_leave_redacted(receiver: A
     # Before: a NUL or a terminal escape inside a key or a secret name let it out in clear, a
     # tracestate value went out as it was, and a 1,000,000-character attribute name went out
     # whole.
+    from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.trace import (
         NonRecordingSpan,
         SpanContext,
@@ -489,8 +489,9 @@ def test_control_characters_tracestate_and_long_names_leave_redacted(receiver: A
         set_span_in_context,
     )
 
-    tracescore.configure(service_name="leftovers")
-    tracer = trace.get_tracer("acme.jobs")
+    provider = TracerProvider()
+    tracescore.configure(service_name="leftovers", tracer_provider=provider)
+    tracer = provider.get_tracer("acme.jobs")
     secrets = [f"{KEY[:8]}\x00{KEY[8:]}", f"{KEY[:8]}\x1b[0m{KEY[8:]}", "Hx7Vw2Qp9Lz4Secret"]
     parent = set_span_in_context(NonRecordingSpan(SpanContext(
         0xABC, 0xDEF, True, TraceFlags(TraceFlags.SAMPLED),
