@@ -210,3 +210,28 @@ def test_bad_arguments_fail_early() -> None:
         local_runtime(exporter=object())  # type: ignore[arg-type]
     with pytest.raises(tracescore.ConfigurationError, match="phoenix_url"):
         local_runtime(output=tracescore.OutputOptions(phoenix_url="http://127.0.0.1:1"))
+
+
+def test_a_local_runtime_judges_with_its_own_judge(capscore: CaptureScores) -> None:
+    from tracescore.scorers import create_answer_relevancy_scorer
+    from tracescore.testing import ScriptedJudge
+
+    def relevancy() -> tracescore.ScoringRule:
+        return tracescore.ScoringRule(scorer=create_answer_relevancy_scorer(), on="agent")
+
+    with ScriptedJudge() as own:
+        for judge, reason in ((capscore.judge, "the global judge"), (own, "the local judge")):
+            judge.route("answer_relevancy_statements", {"statements": ["Paris"]})
+            judge.route("answer_relevancy_verdicts",
+                        {"results": [{"result": "yes", "reason": "on topic"}]})
+            judge.route("answer_relevancy_reason", {"reason": reason})
+        capscore.configure(scoring=[relevancy()])  # capscore's judge is the global default
+        with local_runtime(scoring=[relevancy()], judge=own.as_judge()) as local:
+            answer("local")
+        answer("global")
+
+        (local_event,) = local.exporter.evaluation_events()
+        (global_event,) = capscore.evaluation_events()
+        assert local_event["gen_ai.evaluation.explanation"] == "the local judge"
+        assert global_event["gen_ai.evaluation.explanation"] == "the global judge"
+        assert len(own.requests) == len(capscore.judge.requests) == 3

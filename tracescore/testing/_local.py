@@ -22,6 +22,7 @@ from opentelemetry.sdk.trace.id_generator import IdGenerator
 from tracescore._core import semconv as sc
 from tracescore._core.errors import ConfigurationError
 from tracescore._core.stats import Stats
+from tracescore._judge import Judge
 from tracescore._pipeline.rules import ScoringRule
 from tracescore._pipeline.runtime import Runtime
 from tracescore._setup import env as _env
@@ -49,7 +50,7 @@ class LocalRuntime:
         rules: its scoring rules.
     """
 
-    def __init__(self, *, scoring: Sequence[ScoringRule] = (),
+    def __init__(self, *, scoring: Sequence[ScoringRule] = (), judge: str | Judge | None = None,
                  exporter: SpanExporter | None = None,
                  on_score: Callable[[Any], Any] | None = None,
                  content: ContentOptions | None = None, limits: LimitsOptions | None = None,
@@ -69,6 +70,9 @@ class LocalRuntime:
                     f"{type(rule).__name__}")
         if exporter is not None and not isinstance(exporter, SpanExporter):
             raise ConfigurationError("local_runtime(exporter=...) takes an OTel SpanExporter")
+        if judge is not None and not isinstance(judge, (str, Judge)):
+            raise ConfigurationError("local_runtime(judge=...) takes a litellm model string or "
+                                     "a tracescore.Judge")
         output = output if output is not None else OutputOptions()
         if not isinstance(output, OutputOptions):
             raise ConfigurationError("local_runtime(output=...) takes a tracescore.OutputOptions")
@@ -100,7 +104,7 @@ class LocalRuntime:
         self._runtime.install(
             tracer=self.tracer_provider.get_tracer(sc.INSTRUMENTATION_SCOPE, __version__),
             content=(content or ContentOptions()).resolve(), limits=resolved_limits,
-            judge=None,
+            judge=Judge(judge) if isinstance(judge, str) else judge,
             processor=self._processor, telemetry=telemetry, disabled=_env.disabled())
 
     @contextmanager
@@ -165,7 +169,7 @@ class LocalRuntime:
             self.shutdown()
 
 
-def local_runtime(*, scoring: Sequence[ScoringRule] = (),
+def local_runtime(*, scoring: Sequence[ScoringRule] = (), judge: str | Judge | None = None,
                   exporter: SpanExporter | None = None,
                   on_score: Callable[[Any], Any] | None = None,
                   content: ContentOptions | None = None, limits: LimitsOptions | None = None,
@@ -181,11 +185,15 @@ def local_runtime(*, scoring: Sequence[ScoringRule] = (),
     blocks. Several local runtimes may live in one process (and be active at once in different
     threads or tasks); each sees only its own spans and scores. For tests that must not share
     state, and for scoring one part of a program by other rules. Its LLM scorers are judged
-    by the judge their factory was given (``model=``, e.g. ``ScriptedJudge.as_judge()``),
-    else ``configure()``'s default judge, else ``TRACESCORE_JUDGE_MODEL``.
+    by the judge their factory was given (``model=``), else its own ``judge``, else
+    ``TRACESCORE_JUDGE_MODEL``: its scoring jobs read this runtime, not ``configure()``'s.
 
     Args:
         scoring: its ``ScoringRule``s, as ``configure(scoring=...)`` takes them.
+        judge: the default judge of its LLM scorers given no ``model=``, as
+            ``configure(judge=...)``: a litellm model string or a ``tracescore.Judge`` (e.g.
+            ``ScriptedJudge.as_judge()``). Default ``TRACESCORE_JUDGE_MODEL``; never
+            ``configure()``'s judge.
         exporter: where its spans go; default a new ``InMemoryScoreExporter`` (with
             ``deterministic_times``), read with ``scores()``/``spans()``.
         on_score: called with each ``ScoreEvent``, as ``configure(on_score=...)``.
@@ -203,7 +211,8 @@ def local_runtime(*, scoring: Sequence[ScoringRule] = (),
         A ``LocalRuntime``.
 
     Raises:
-        ConfigurationError: a rule is not a ``ScoringRule``, ``exporter`` is not a
+        ConfigurationError: a rule is not a ``ScoringRule``, ``judge`` is neither a string nor
+            a ``Judge``, ``exporter`` is not a
             ``SpanExporter``, ``output`` is not an ``OutputOptions`` or sets ``phoenix_url``
             or ``console``.
 
@@ -215,6 +224,6 @@ def local_runtime(*, scoring: Sequence[ScoringRule] = (),
         >>> local.scores()
         {'content-similarity': [1.0]}
     """
-    return LocalRuntime(scoring=scoring, exporter=exporter, on_score=on_score, content=content,
-                        limits=limits, output=output, service_name=service_name,
+    return LocalRuntime(scoring=scoring, judge=judge, exporter=exporter, on_score=on_score,
+                        content=content, limits=limits, output=output, service_name=service_name,
                         id_generator=id_generator)
