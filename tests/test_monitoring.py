@@ -187,14 +187,16 @@ def test_overload_stays_within_caps_and_exports_every_span() -> None:
 
     class SlowScorer(ProbeScorer):
         async def arun(self, **kwargs: Any) -> Any:
-            await asyncio.get_running_loop().run_in_executor(None, release.wait, 10)
+            # held until the test releases it (a bound only so that a failed test cannot hang):
+            # the 10,000 calls take longer than any short bound on a loaded machine
+            await asyncio.get_running_loop().run_in_executor(None, release.wait, 600)
             return await super().arun(**kwargs)
 
     reader = InMemoryMetricReader()
     inst, exp = memory_configure(
         scoring=[tracescore.ScoringRule(scorer=SlowScorer(id="slow"))],
         limits=tracescore.LimitsOptions(max_queue_size=20, max_held_spans=8, max_concurrency=4,
-                                        score_timeout=30),
+                                        score_timeout=600),
         output=tracescore.OutputOptions(meter_provider=MeterProvider(metric_readers=[reader])),
     )
     processor = inst.processor
@@ -203,20 +205,22 @@ def test_overload_stays_within_caps_and_exports_every_span() -> None:
     def answer(i: int) -> str:
         return "ok"
 
-    peak_held = peak_pending = 0
-    for i in range(10_000):
-        answer(i)
-        peak_held = max(peak_held, processor.held_spans())
-        peak_pending = max(peak_pending, processor.pending_jobs())
-    assert processor.held_spans() <= 8 and processor.pending_jobs() <= 20
-    assert peak_held <= 8 and peak_pending <= 20
-    stats = tracescore.stats()
-    assert stats.spans_scored == 8
-    assert stats.skipped_held_full == 10_000 - 8
-    points = metric_points(reader)
-    assert total(points["tracescore.scoring.jobs"], **{"tracescore.outcome": "skipped",
-                 "tracescore.skip.reason": "held_spans_full"}) == 10_000 - 8
-    release.set()
+    try:
+        peak_held = peak_pending = 0
+        for i in range(10_000):
+            answer(i)
+            peak_held = max(peak_held, processor.held_spans())
+            peak_pending = max(peak_pending, processor.pending_jobs())
+        assert processor.held_spans() <= 8 and processor.pending_jobs() <= 20
+        assert peak_held <= 8 and peak_pending <= 20
+        stats = tracescore.stats()
+        assert stats.spans_scored == 8
+        assert stats.skipped_held_full == 10_000 - 8
+        points = metric_points(reader)
+        assert total(points["tracescore.scoring.jobs"], **{"tracescore.outcome": "skipped",
+                     "tracescore.skip.reason": "held_spans_full"}) == 10_000 - 8
+    finally:
+        release.set()
     spans = finished(exp, timeout_millis=20_000)
     assert len(spans) == 10_000
     assert sum(len(eval_events(s)) for s in spans) == 8
