@@ -157,7 +157,8 @@ def judge_for(args: argparse.Namespace, share: bool) -> Any:
         import tracescore
 
         _JUDGES[share] = tracescore.Judge(
-            f"openai/{args.model}", api_base=args.server, api_key="none",
+            f"openai/{args.model}", api_base=args.server,
+            api_key=os.environ.get(args.api_key_env, "none") if args.api_key_env else "none",
             timeout=args.timeout, max_retries=1, cache_size=64 if share else 0,
             response_format=args.response_format)
     return _JUDGES[share]
@@ -296,6 +297,9 @@ async def amain(argv: list[str] | None = None) -> int:
     parser.add_argument("--server", metavar="URL",
                         help="a running OpenAI-compatible server (default: start llama.cpp)")
     parser.add_argument("--model", default="judge", help="the served model name")
+    parser.add_argument("--api-key-env", metavar="NAME",
+                        help="the environment variable holding the server's API key (a hosted "
+                        "judge; the key itself is never written to the results)")
     parser.add_argument("--model-file", type=Path,
                         default=os.environ.get("TRACESCORE_QWEN_GGUF"),
                         help="the model file, for its sha256 (default TRACESCORE_QWEN_GGUF)")
