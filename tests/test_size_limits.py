@@ -27,7 +27,6 @@ STILL_OVER = (
     "tracescore/_offline/evals/__init__.py:run_evals",
     "tracescore/scorers/completeness.py:create_completeness_scorer",
     "tracescore/_offline/evals/__init__.py:arun_evals",
-    "tracescore/_offline/rescore.py:rescore",
     "tracescore/scorers/faithfulness_cascade.py:create_faithfulness_cascade_scorer",
     "tracescore/scorers/answer_relevancy.py:create_answer_relevancy_scorer",
     "tracescore/scorers/context_relevance.py:create_context_relevance_scorer",

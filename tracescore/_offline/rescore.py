@@ -413,97 +413,122 @@ def rescore(
     Raises:
         ConfigurationError: no side, a bad option, a state file of other sides.
     """
-    if not sides:
-        raise ConfigurationError("rescore needs at least one scorer")
-    for name, value in (("concurrency", concurrency), ("batch", batch), ("top", top),
-                        ("max_listed", max_listed)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ConfigurationError(f"rescore {name} must be an int >= 1, got {value!r}")
+    _check_options(sides, concurrency=concurrency, batch=batch, top=top, max_listed=max_listed)
     counts = counts if counts is not None else SourceCounts()
     header = {"tracescore_rescore": _STATE_VERSION, "on": on,
               "sides": [[s.scorer_id, s.version, s.judge_model, s.threshold] for s in sides]}
     path = Path(state_file) if state_file is not None else None
     done = _read_state(path, header) if path is not None else {}
     assembler = TraceAssembler(max_open_traces, max_spans, complete_on_root)
-    collector = _Collector(len(sides))
-    processors = [_processor(side.scorer, on, side.threshold, concurrency,
-                             collector.callback(i)) for i, side in enumerate(sides)]
-    tally = _Tally(list(sides), top, max_listed)
-    resumed_from = _StateReader(path) if done else None
-    resumed = 0
-    bar = _progress(progress)
-    started = time.perf_counter()
-    writer = _StateWriter(path, header)
-    pending: list[int] = []
-    routed = 0
+    run = _Run(sides, on, path, header, done, concurrency=concurrency, batch=batch, top=top,
+               max_listed=max_listed, progress=progress)
+    try:
+        for span in spans:
+            for trace in assembler.add(span):
+                run.score(trace)
+        for trace in assembler.finish():
+            run.score(trace)
+        run.settle()
+    finally:
+        refused = run.close()
+    traces = {"traces": assembler.complete + assembler.incomplete + assembler.evicted,
+              "complete": assembler.complete, "incomplete": assembler.incomplete,
+              "evicted": assembler.evicted, "late_spans": assembler.late_spans,
+              "resumed": run.resumed, "spans": counts.spans,
+              "skipped_records": counts.skipped_records, "jobs_refused": refused,
+              "first_skipped_record": counts.first_problem,
+              "max_open_traces": max_open_traces, "max_buffered_spans": max_spans}
+    return RescoreResult(sides=list(sides), tally=run.tally, source=source, traces=traces, on=on,
+                         seconds=time.perf_counter() - run.started,
+                         state_file=None if path is None else str(path))
 
-    def settle() -> None:
-        nonlocal routed
-        for processor in processors:
+
+def _check_options(sides: list[Side], **counts: int) -> None:
+    """Raises ConfigurationError on no side or on a count that is not an int >= 1."""
+    if not sides:
+        raise ConfigurationError("rescore needs at least one scorer")
+    for name, value in counts.items():
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ConfigurationError(f"rescore {name} must be an int >= 1, got {value!r}")
+
+
+class _Run:
+    """One run's moving parts: a scoring processor per side, the collector of their outcomes,
+    the tally, the state file (read back and appended to) and the progress bar. Traces come
+    whole (``score``); every ``batch`` spans routed, the processors are flushed and the traces
+    routed since are folded into the tally and written to the state file (``settle``)."""
+
+    def __init__(self, sides: list[Side], on: str, path: Path | None, header: dict[str, Any],
+                 done: dict[int, int], *, concurrency: int, batch: int, top: int,
+                 max_listed: int, progress: bool | None) -> None:
+        self.done, self.batch = done, batch
+        self.collector = _Collector(len(sides))
+        self.processors = [_processor(side.scorer, on, side.threshold, concurrency,
+                                      self.collector.callback(i))
+                           for i, side in enumerate(sides)]
+        self.tally = _Tally(list(sides), top, max_listed)
+        self.resumed_from = _StateReader(path) if done else None
+        self.resumed = 0
+        self.bar = _progress(progress)
+        self.started = time.perf_counter()
+        self.writer = _StateWriter(path, header)
+        self.pending: list[int] = []
+        self.routed = 0
+
+    def settle(self) -> None:
+        """Flush every side, then fold and write each trace routed since the last flush."""
+        for processor in self.processors:
             processor.force_flush(_FLUSH_MILLIS)
-        for trace_id in pending:
-            turns = collector.take(trace_id)
+        for trace_id in self.pending:
+            turns = self.collector.take(trace_id)
             trace_items = [
                 {"trace_id": f"{trace_id:032x}", "span_id": f"{span_id:016x}",
                  "span_name": turn["span_name"],
                  "outcomes": [o if o is not None else dict(_MISSING) for o in turn["outcomes"]]}
                 for span_id, turn in turns.items()]
             for item in trace_items:
-                tally.add(item)
-            writer.write({"trace": f"{trace_id:032x}", "items": trace_items})
-            if bar is not None:
-                bar.update(1)
-        if bar is not None:
-            bar.set_postfix(turns=tally.turns)
-        pending.clear()
-        routed = 0
+                self.tally.add(item)
+            self.writer.write({"trace": f"{trace_id:032x}", "items": trace_items})
+            if self.bar is not None:
+                self.bar.update(1)
+        if self.bar is not None:
+            self.bar.set_postfix(turns=self.tally.turns)
+        self.pending.clear()
+        self.routed = 0
 
-    def score(trace: tuple[int, list[Any], str]) -> None:
-        nonlocal resumed, routed
+    def score(self, trace: tuple[int, list[Any], str]) -> None:
+        """One whole trace: read back from the state file when an earlier run finished it,
+        else routed through every side's processor."""
         trace_id, trace_spans, _ = trace
-        offset = done.pop(trace_id, None)
-        if offset is not None and resumed_from is not None:
-            for item in resumed_from.items(offset):
-                tally.add(item)
-            resumed += 1
-            if bar is not None:
-                bar.update(1)
+        offset = self.done.pop(trace_id, None)
+        if offset is not None and self.resumed_from is not None:
+            for item in self.resumed_from.items(offset):
+                self.tally.add(item)
+            self.resumed += 1
+            if self.bar is not None:
+                self.bar.update(1)
             return
         for span in trace_spans:
-            for processor in processors:
+            for processor in self.processors:
                 processor.route(span, forward=False)
-        pending.append(trace_id)
-        routed += len(trace_spans)
-        if routed >= batch:
-            settle()
+        self.pending.append(trace_id)
+        self.routed += len(trace_spans)
+        if self.routed >= self.batch:
+            self.settle()
 
-    refused = 0
-    try:
-        for span in spans:
-            for trace in assembler.add(span):
-                score(trace)
-        for trace in assembler.finish():
-            score(trace)
-        settle()
-    finally:
-        writer.close()
-        if resumed_from is not None:
-            resumed_from.close()
-        for processor in processors:
+    def close(self) -> int:
+        """Close the files, the processors and the bar; return the jobs the processors refused
+        (queue or held traces full)."""
+        refused = 0
+        self.writer.close()
+        if self.resumed_from is not None:
+            self.resumed_from.close()
+        for processor in self.processors:
             refused += processor.stats.skipped_queue_full + processor.stats.skipped_held_full
             processor.shutdown(1000)
-        if bar is not None:
-            bar.close()
-    traces = {"traces": assembler.complete + assembler.incomplete + assembler.evicted,
-              "complete": assembler.complete, "incomplete": assembler.incomplete,
-              "evicted": assembler.evicted, "late_spans": assembler.late_spans,
-              "resumed": resumed, "spans": counts.spans,
-              "skipped_records": counts.skipped_records, "jobs_refused": refused,
-              "first_skipped_record": counts.first_problem,
-              "max_open_traces": max_open_traces, "max_buffered_spans": max_spans}
-    return RescoreResult(sides=list(sides), tally=tally, source=source, traces=traces, on=on,
-                         seconds=time.perf_counter() - started,
-                         state_file=None if path is None else str(path))
+        if self.bar is not None:
+            self.bar.close()
+        return refused
 
 
 def _processor(scorer: Any, on: str, threshold: float, concurrency: int,
