@@ -31,7 +31,6 @@ STILL_OVER = (
     "tracescore/scorers/answer_relevancy.py:create_answer_relevancy_scorer",
     "tracescore/scorers/context_relevance.py:create_context_relevance_scorer",
     "tracescore/scorers/context_precision.py:create_context_precision_scorer",
-    "tracescore/_offline/calibrate/__init__.py:calibrate",
     "tracescore/scorers/bias.py:create_bias_scorer",
     "tracescore/_offline/feedback.py:record_feedback",
     "tracescore/scorers/prompt_alignment.py:_preset",

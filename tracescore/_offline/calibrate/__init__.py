@@ -580,18 +580,54 @@ def calibrate(
         ...                               judge="openai/gpt-4o-mini", state_file="cal.state")
         >>> print(result.table())
     """
+    scorer, threshold, judge_model = _checked(
+        scorer, judge, threshold, concurrency=concurrency, label_threshold=label_threshold,
+        min_accuracy=min_accuracy, min_kappa=min_kappa)
+    header = {"tracescore_calibrate": _STATE_VERSION, "scorer": scorer.id,
+              "judge_model": judge_model}
+    path = Path(state_file) if state_file is not None else None
+    done = _read_state(path, header) if path is not None else {}
+    data, total = _sized(data)
+    human, fresh, seconds = _score_data(
+        scorer, data, label_threshold, done, _progress(progress, total, 0), concurrency,
+        path, header)
+    outcomes = [done.get(item_id) or fresh[item_id] for item_id in human]
+    # A state line is trusted for its score; the human label is the data's (it may be fixed).
+    for outcome, human_pass in zip(outcomes, human.values(), strict=True):
+        outcome.human_pass = human_pass
+    pairs = [(o.score, o.human_pass) for o in outcomes
+             if o.status == "scored" and o.score is not None]
+    higher_is_better = bool(getattr(scorer, "higher_is_better", True))
+    result = CalibrationResult(
+        scorer_id=scorer.id, judge_model=judge_model, higher_is_better=higher_is_better,
+        threshold=threshold, at_threshold=stats.agreement(pairs, threshold, higher_is_better),
+        best=stats.best_threshold(pairs, threshold, higher_is_better),
+        items=outcomes, resumed=sum(1 for item_id in human if item_id in done),
+        seconds=seconds, data=str(data) if isinstance(data, (str, os.PathLike)) else None,
+        state_file=str(path) if path is not None else None, label_threshold=label_threshold,
+    )
+    result.problems = _problems(result, min_accuracy, min_kappa)
+    return result
+
+
+def _checked(scorer: Any, judge: Any, threshold: float | None, *, concurrency: int,
+             **bounds: float | None) -> tuple[Any, float, str | None]:
+    """``(scorer, threshold, judge model)`` of a calibration: the scorer built from its id,
+    the threshold defaulted to half its scale, every option checked.
+
+    Raises:
+        ConfigurationError: an option out of range, an unknown scorer id, a judge-less run
+            of a scorer that asks a judge.
+    """
     if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
         raise ConfigurationError(f"calibrate concurrency must be an int >= 1, got {concurrency!r}")
     scorer = _scorer(scorer, judge)
-    scale = float(getattr(scorer, "scale", 1.0) or 1.0)
-    higher_is_better = bool(getattr(scorer, "higher_is_better", True))
     if threshold is None:
-        threshold = scale / 2
+        threshold = float(getattr(scorer, "scale", 1.0) or 1.0) / 2
     if not isinstance(threshold, (int, float)) or not math.isfinite(threshold):
         raise ConfigurationError(f"calibrate threshold must be a finite number, got {threshold!r}")
     # A NaN bound compares False with everything: a gate that can never fail.
-    for name, bound in (("label_threshold", label_threshold), ("min_accuracy", min_accuracy),
-                        ("min_kappa", min_kappa)):
+    for name, bound in bounds.items():
         if bound is not None and (isinstance(bound, bool) or not isinstance(bound, (int, float))
                                   or not _finite(bound)):
             raise ConfigurationError(f"calibrate {name} must be a finite number, got "
@@ -602,24 +638,33 @@ def calibrate(
             f"scorer {scorer.id!r} asks an LLM judge: pass judge= (--judge MODEL, or "
             "--judge-api-base URL with --judge NAME) or set TRACESCORE_JUDGE_MODEL"
         )
-    header = {"tracescore_calibrate": _STATE_VERSION, "scorer": scorer.id,
-              "judge_model": judge_model}
-    path = Path(state_file) if state_file is not None else None
-    done = _read_state(path, header) if path is not None else {}
+    return scorer, float(threshold), judge_model
+
+
+def _sized(data: Any) -> tuple[Any, int | None]:
+    """``(data, rows)``: a path as it is, with its rows when a count is cheap (else None);
+    any other iterable as a list, with its length."""
     if isinstance(data, (str, os.PathLike)):
-        total = _data_rows(Path(data))
-    else:
-        data = list(data)
-        total = len(data)
+        return data, _data_rows(Path(data))
+    data = list(data)
+    return data, len(data)
+
+
+def _score_data(scorer: Any, data: Any, label_threshold: float, done: dict[str, ItemOutcome],
+                bar: Any, concurrency: int, path: Path | None, header: dict[str, Any],
+                ) -> tuple[dict[str, bool], dict[str, ItemOutcome], float]:
+    """Score every item of ``data`` that ``done`` (read from the state file) lacks, each
+    outcome appended to the state file at ``path`` (if any) as it lands.
+
+    Returns:
+        ``(human labels by item id in data order, this run's outcomes by item id, seconds)``.
+    """
     # The data is read as the workers take items (issue 22): what is kept per item is its id,
     # its human label and its outcome, not its input, output and context.
-    order: list[str] = []
     human: dict[str, bool] = {}
-    bar = _progress(progress, total, 0)
 
     def todo() -> Iterator[CalibrationItem]:
         for item in iter_labelled(data, label_threshold):
-            order.append(item.id)
             human[item.id] = item.human_pass
             if item.id in done:
                 if bar is not None:
@@ -628,31 +673,12 @@ def calibrate(
             yield item
 
     started = time.perf_counter()
-    writer = _StateWriter(path, header)
+    state = _StateWriter(path, header)
     try:
-        fresh = asyncio.run(_score_all(scorer, todo(), concurrency, bar, writer))
+        fresh = asyncio.run(_score_all(scorer, todo(), concurrency, bar, state))
     finally:
-        writer.close()
-    seconds = time.perf_counter() - started
-
-    outcomes = [done.get(item_id) or fresh[item_id] for item_id in order]
-    # A state line is trusted for its score; the human label is the data's (it may be fixed).
-    for item_id, outcome in zip(order, outcomes, strict=True):
-        outcome.human_pass = human[item_id]
-    resumed = sum(1 for item_id in order if item_id in done)
-    pairs = [(o.score, o.human_pass) for o in outcomes
-             if o.status == "scored" and o.score is not None]
-    result = CalibrationResult(
-        scorer_id=scorer.id, judge_model=judge_model, higher_is_better=higher_is_better,
-        threshold=float(threshold),
-        at_threshold=stats.agreement(pairs, float(threshold), higher_is_better),
-        best=stats.best_threshold(pairs, float(threshold), higher_is_better),
-        items=outcomes, resumed=resumed, seconds=seconds,
-        data=str(data) if isinstance(data, (str, os.PathLike)) else None,
-        state_file=str(path) if path is not None else None, label_threshold=label_threshold,
-    )
-    result.problems = _problems(result, min_accuracy, min_kappa)
-    return result
+        state.close()
+    return human, fresh, time.perf_counter() - started
 
 
 def _problems(result: CalibrationResult, min_accuracy: float | None,
