@@ -145,6 +145,15 @@ def record_feedback(
         >>> tracescore.record_feedback("faithfulness", span=ids[0], label="fail",
         ...                            annotator="reviewer")  # doctest: +SKIP
     """
+    _check_verdict(name, score, label)
+    trace_number, span_number = _ids(span, trace_id, span_id)
+    attributes = _verdict_attributes(name, score, label, explanation, annotator)
+    return _deliver(attributes, trace_number, span_number)
+
+
+def _check_verdict(name: Any, score: Any, label: Any) -> None:
+    """Raises ConfigurationError on an empty name, neither score nor label, or a score that is
+    not a finite number."""
     if not isinstance(name, str) or not name.strip():
         raise ConfigurationError("record_feedback name= is the evaluation's name, e.g. a scorer "
                                  f"id; got {name!r}")
@@ -153,7 +162,11 @@ def record_feedback(
     if score is not None and (isinstance(score, bool) or not isinstance(score, (int, float))
                               or not math.isfinite(score)):
         raise ConfigurationError(f"record_feedback score= must be a finite number, got {score!r}")
-    trace_number, span_number = _ids(span, trace_id, span_id)
+
+
+def _verdict_attributes(name: str, score: float | None, label: str | None,
+                        explanation: str | None, annotator: str | None) -> dict[str, Any]:
+    """The record's attributes (``record_feedback``), every string bounded and redacted."""
     # Every string is what a person typed: redacted and bounded as tracescore writes any
     # string it was given (a 5-million-character label must not become a 10 MB record).
     attributes: dict[str, Any] = {
@@ -168,6 +181,12 @@ def record_feedback(
                                                                     MAX_TEXT_LENGTH)
     if annotator:
         attributes[ANNOTATOR] = bounded_text(annotator, _MAX_ANNOTATOR)
+    return attributes
+
+
+def _deliver(attributes: dict[str, Any], trace_number: int, span_number: int) -> bool:
+    """Hand the record to the log-record destination and to Phoenix, never raising; True when
+    at least one took it."""
     sent = False
     try:
         sent = _emit_log(attributes, trace_number, span_number)
@@ -464,35 +483,14 @@ def calibrate_feedback(
         ConfigurationError: an unknown scorer id, an unreadable file, Phoenix unreachable or
             misbehaving (too slow, too large, cursors in a loop, another shape).
     """
-    from tracescore._offline.calibrate import CalibrationResult, ItemOutcome, _problems
+    from tracescore._offline.calibrate import CalibrationResult, _problems
 
     scorer_id, higher_is_better, scale = _scorer_facts(scorer)
     if threshold is None:
         threshold = scale / 2
-    found = list(records)
-    for path in feedback:
-        found.extend(read_feedback(path))
-    if phoenix_url:
-        found.extend(read_phoenix_feedback(phoenix_url, phoenix_project,
-                                           timeout=phoenix_timeout))
-    humans: dict[tuple[str, str], FeedbackRecord] = {}
-    scores: dict[tuple[str, str], FeedbackRecord] = {}
-    for r in found:
-        if r.name != scorer_id or not r.span_id:
-            continue
-        key = (r.trace_id, r.span_id)
-        target = humans if r.human else scores
-        if (r.human or r.score is not None) and (
-                key not in target or r.time >= target[key].time):
-            target[key] = r
-    items = []
-    for key, human in humans.items():
-        verdict = human_pass(human, label_threshold)
-        judged = scores.get(key)
-        if verdict is None or judged is None or judged.score is None:
-            continue
-        items.append(ItemOutcome(id=f"{key[0]}/{key[1]}", human_pass=verdict, status="scored",
-                                 score=judged.score))
+    found = _gather(records, feedback, phoenix_url, phoenix_project, phoenix_timeout)
+    humans, scores = _latest(found, scorer_id)
+    items = _paired(humans, scores, label_threshold)
     pairs = [(i.score, i.human_pass) for i in items if i.score is not None]
     models = sorted({s.judge_model for s in scores.values() if s.judge_model})
     result = CalibrationResult(
@@ -510,6 +508,54 @@ def calibrate_feedback(
             f"no span has both a human verdict and a {scorer_id} score ({len(humans)} human "
             f"verdict(s), {len(scores)} score(s) found)"]
     return result
+
+
+def _gather(records: Iterable[FeedbackRecord], feedback: Iterable[str | os.PathLike[str]],
+            phoenix_url: str | None, phoenix_project: str,
+            phoenix_timeout: float) -> list[FeedbackRecord]:
+    """Every record given, read from the files, then fetched from Phoenix (when its URL is
+    given)."""
+    found = list(records)
+    for path in feedback:
+        found.extend(read_feedback(path))
+    if phoenix_url:
+        found.extend(read_phoenix_feedback(phoenix_url, phoenix_project,
+                                           timeout=phoenix_timeout))
+    return found
+
+
+def _latest(found: Iterable[FeedbackRecord], scorer_id: str) -> tuple[
+        dict[tuple[str, str], FeedbackRecord], dict[tuple[str, str], FeedbackRecord]]:
+    """``(humans, scores)``: per ``(trace id, span id)`` the latest human verdict and the latest
+    automated score named ``scorer_id`` (records without a span id are left out)."""
+    humans: dict[tuple[str, str], FeedbackRecord] = {}
+    scores: dict[tuple[str, str], FeedbackRecord] = {}
+    for r in found:
+        if r.name != scorer_id or not r.span_id:
+            continue
+        key = (r.trace_id, r.span_id)
+        target = humans if r.human else scores
+        if (r.human or r.score is not None) and (
+                key not in target or r.time >= target[key].time):
+            target[key] = r
+    return humans, scores
+
+
+def _paired(humans: Mapping[tuple[str, str], FeedbackRecord],
+            scores: Mapping[tuple[str, str], FeedbackRecord], label_threshold: float) -> list[Any]:
+    """An ``ItemOutcome`` per span with both a pass/fail human verdict and a score, in the
+    order the verdicts came."""
+    from tracescore._offline.calibrate import ItemOutcome
+
+    items = []
+    for key, human in humans.items():
+        verdict = human_pass(human, label_threshold)
+        judged = scores.get(key)
+        if verdict is None or judged is None or judged.score is None:
+            continue
+        items.append(ItemOutcome(id=f"{key[0]}/{key[1]}", human_pass=verdict, status="scored",
+                                 score=judged.score))
+    return items
 
 
 def _scorer_facts(scorer: Any) -> tuple[str, bool, float]:
