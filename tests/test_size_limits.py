@@ -33,9 +33,7 @@ STILL_OVER = (
     "tracescore/scorers/context_precision.py:create_context_precision_scorer",
     "tracescore/scorers/bias.py:create_bias_scorer",
     "tracescore/scorers/prompt_alignment.py:_preset",
-    "tracescore/_cli/main.py:_parser",
     "tracescore/scorers/hallucination.py:create_hallucination_scorer",
-    "tracescore/_cli/main.py:_run_eval",
     "tracescore/scorers/context_recall.py:create_context_recall_scorer",
     "tracescore/scorers/toxicity.py:create_toxicity_scorer",
 )

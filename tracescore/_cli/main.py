@@ -36,6 +36,8 @@ EXIT_USAGE = 2
 
 
 def _parser() -> argparse.ArgumentParser:
+    """The ``tracescore`` parser: one subcommand each for eval, scorers, calibrate, rescore,
+    view and serve."""
     parser = argparse.ArgumentParser(
         prog="tracescore",
         description="tracescore: quality scores for LLM agents, online and in CI.",
@@ -44,6 +46,17 @@ def _parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     commands.required = True
 
+    _add_eval_parser(commands)
+    commands.add_parser("scorers", help="list the scorer ids tracescore eval accepts")
+    add_calibrate_parser(commands)
+    add_rescore_parser(commands)
+    add_view_parser(commands)
+    _add_serve_parser(commands)
+    return parser
+
+
+def _add_eval_parser(commands: Any) -> None:
+    """Add the ``eval`` subcommand to the ``tracescore`` parser's subparsers."""
     ev = commands.add_parser(
         "eval",
         help="run a target over a dataset, score it, and exit with the verdict",
@@ -114,10 +127,9 @@ def _parser() -> argparse.ArgumentParser:
         "is set",
     )
 
-    commands.add_parser("scorers", help="list the scorer ids tracescore eval accepts")
-    add_calibrate_parser(commands)
-    add_rescore_parser(commands)
-    add_view_parser(commands)
+
+def _add_serve_parser(commands: Any) -> None:
+    """Add the ``serve`` subcommand to the ``tracescore`` parser's subparsers."""
     serve = commands.add_parser(
         "serve", help="score OTLP traffic as a service (behind an OpenTelemetry Collector)",
         description="Receive OTLP (gRPC and HTTP), score spans by the rules of a configuration "
@@ -127,7 +139,6 @@ def _parser() -> argparse.ArgumentParser:
                                         "$TRACESCORE_SERVE_CONFIG)")
     serve.add_argument("--check", action="store_true",
                        help="validate the configuration and its rules, then exit")
-    return parser
 
 
 def _run_serve(args: argparse.Namespace) -> int:
@@ -203,67 +214,18 @@ def _has_judge(judge: Any) -> bool:
 
 
 def _run_eval(args: argparse.Namespace) -> int:
+    """``tracescore eval``: exit 0 passed, 1 failed (or warned with ``--fail-on-warned``).
+
+    Raises:
+        UsageError: bad arguments, target or scorer; a missing judge (exit 2 in ``main``).
+    """
     from tracescore._offline.evals import run_evals
-    from tracescore._offline.evals.report import write_html, write_junit, write_report
     from tracescore._setup import config as _config
 
-    if args.concurrency < 1:
-        raise UsageError("--concurrency takes an integer >= 1")
-    if not args.scorer and not args.gate:
-        raise UsageError("name at least one --scorer or --gate")
-    judge = judge_from_args(args)
-    # Checked before the run: a long evaluation must not end in an unwritable path, nor
-    # overwrite its data or its target's source with a report.
-    target_file = args.target.rpartition(":")[0]
-    check_outputs(
-        [("DATA", args.data),
-         ("--target", target_file if target_file.endswith(".py") else None)],
-        [("--report", args.report), ("--junit", args.junit), ("--html", args.html)])
-
-    try:
-        target = load_target(args.target)
-    except UsageError:
-        raise
-    except Exception:
-        raise UsageError(
-            f"importing --target {args.target!r} failed:\n{traceback.format_exc().rstrip()}"
-        ) from None
-
-    configured_here = False
-    if _config.current() is None:
-        wanted = args.trace
-        if wanted is None:
-            wanted = _env.otlp_traces_endpoint() is not None
-        if wanted:
-            _config.configure(judge=judge)
-            configured_here = True
-    elif args.trace is False:
-        # The target module configured tracescore; --no-trace still keeps this run untraced.
-        _config.shutdown()
-
-    thresholds: dict[str, float | None] = {}
-    for text in args.scorer:
-        scorer_id, threshold = parse_scorer(text)
-        if scorer_id in thresholds:
-            raise UsageError(f"--scorer {scorer_id} is given twice")
-        thresholds[scorer_id] = threshold
-    gate_ids = list(dict.fromkeys(args.gate))
-    built: dict[str, Any] = {}
-    for scorer_id in [*thresholds, *gate_ids]:
-        if scorer_id not in built:
-            built[scorer_id] = build_scorer(scorer_id, judge)
-    for scorer_id, scorer in built.items():
-        if getattr(scorer, "uses_judge", False) and not _has_judge(judge):
-            raise UsageError(
-                f"scorer {scorer_id!r} asks an LLM judge: pass --judge MODEL (a litellm model "
-                "string such as openai/gpt-4o-mini) or set TRACESCORE_JUDGE_MODEL"
-            )
-    scorers = [
-        {"scorer": built[i], "threshold": t} if t is not None else built[i]
-        for i, t in thresholds.items()
-    ]
-    gates = [built[i] for i in gate_ids]
-
+    judge = _checked_eval_args(args)
+    target = _import_target(args.target)
+    configured_here = _trace_eval(args.trace, judge)
+    scorers, gates = _eval_scorers(args.scorer, args.gate, judge)
     try:
         result = run_evals(
             data=args.data,
@@ -281,15 +243,104 @@ def _run_eval(args: argparse.Namespace) -> int:
             _config.force_flush()
 
     print(result.table())
+    _write_eval_outputs(args, result)
+    if result.verdict == "failed" or (result.verdict == "warned" and args.fail_on_warned):
+        return EXIT_FAILED
+    return EXIT_PASSED
+
+
+def _checked_eval_args(args: argparse.Namespace) -> Any:
+    """The judge of ``--judge``/``--judge-*`` (None: the default), once the counts and the
+    output paths are checked."""
+    if args.concurrency < 1:
+        raise UsageError("--concurrency takes an integer >= 1")
+    if not args.scorer and not args.gate:
+        raise UsageError("name at least one --scorer or --gate")
+    judge = judge_from_args(args)
+    # Checked before the run: a long evaluation must not end in an unwritable path, nor
+    # overwrite its data or its target's source with a report.
+    target_file = args.target.rpartition(":")[0]
+    check_outputs(
+        [("DATA", args.data),
+         ("--target", target_file if target_file.endswith(".py") else None)],
+        [("--report", args.report), ("--junit", args.junit), ("--html", args.html)])
+    return judge
+
+
+def _import_target(spec: str) -> Callable[..., Any]:
+    """``load_target``, any failure of the import a ``UsageError`` with its traceback."""
+    try:
+        return load_target(spec)
+    except UsageError:
+        raise
+    except Exception:
+        raise UsageError(
+            f"importing --target {spec!r} failed:\n{traceback.format_exc().rstrip()}"
+        ) from None
+
+
+def _trace_eval(trace: bool | None, judge: Any) -> bool:
+    """Configure tracescore for the run when ``--trace`` (or, by default, an OTLP endpoint)
+    asks and the target module did not; shut the target's configuration down on
+    ``--no-trace``. True when configured here (the run shuts it down)."""
+    from tracescore._setup import config as _config
+
+    if _config.current() is None:
+        wanted = trace
+        if wanted is None:
+            wanted = _env.otlp_traces_endpoint() is not None
+        if wanted:
+            _config.configure(judge=judge)
+            return True
+    elif trace is False:
+        # The target module configured tracescore; --no-trace still keeps this run untraced.
+        _config.shutdown()
+    return False
+
+
+def _eval_scorers(scorer_args: list[str], gate_args: list[str],
+                  judge: Any) -> tuple[list[Any], list[Any]]:
+    """``(scorers, gates)`` for ``run_evals`` from ``--scorer ID[:THRESHOLD]`` and ``--gate ID``,
+    each id built once.
+
+    Raises:
+        UsageError: a scorer given twice, an unknown id, a judge-less run of a scorer that
+            asks a judge.
+    """
+    thresholds: dict[str, float | None] = {}
+    for text in scorer_args:
+        scorer_id, threshold = parse_scorer(text)
+        if scorer_id in thresholds:
+            raise UsageError(f"--scorer {scorer_id} is given twice")
+        thresholds[scorer_id] = threshold
+    gate_ids = list(dict.fromkeys(gate_args))
+    built: dict[str, Any] = {}
+    for scorer_id in [*thresholds, *gate_ids]:
+        if scorer_id not in built:
+            built[scorer_id] = build_scorer(scorer_id, judge)
+    for scorer_id, scorer in built.items():
+        if getattr(scorer, "uses_judge", False) and not _has_judge(judge):
+            raise UsageError(
+                f"scorer {scorer_id!r} asks an LLM judge: pass --judge MODEL (a litellm model "
+                "string such as openai/gpt-4o-mini) or set TRACESCORE_JUDGE_MODEL"
+            )
+    scorers = [
+        {"scorer": built[i], "threshold": t} if t is not None else built[i]
+        for i, t in thresholds.items()
+    ]
+    return scorers, [built[i] for i in gate_ids]
+
+
+def _write_eval_outputs(args: argparse.Namespace, result: Any) -> None:
+    """Write ``--report`` (JSON), ``--junit`` (XML) and ``--html``, each when asked."""
+    from tracescore._offline.evals.report import write_html, write_junit, write_report
+
     for option, path, write, label in (("--report", args.report, write_report, "report"),
                                        ("--junit", args.junit, write_junit, "junit"),
                                        ("--html", args.html, write_html, "html")):
         if path:
             write_output(option, path, write, result)
             print(f"{label}: {path}")
-    if result.verdict == "failed" or (result.verdict == "warned" and args.fail_on_warned):
-        return EXIT_FAILED
-    return EXIT_PASSED
 
 
 def main(argv: Sequence[str] | None = None) -> int:
