@@ -18,7 +18,7 @@ import logging
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from datetime import datetime, timezone
 from typing import Any
 
@@ -38,8 +38,7 @@ from tracescore._offline.evals.results import (
 from tracescore._offline.evals.run import EvalRun
 from tracescore._offline.evals.specs import build_specs, check_needs, decide_verdict, summarise
 from tracescore._offline.progress import progress_bar
-from tracescore._pipeline.runtime import RUNTIME
-from tracescore._setup import config as _config
+from tracescore._pipeline import runtime as _runtime
 
 # Rows of a data file read before the run starts, on which what the scorers need is checked
 # (the rest is read as the run takes it).
@@ -58,41 +57,20 @@ __all__ = [
 
 logger = logging.getLogger("tracescore")
 
-# Span and attribute names of experiments. They belong in ``_semconv`` (all names in one
-# module); they live here until that module, owned elsewhere, takes them over.
 
-
-def _tracer() -> trace.Tracer | None:
-    instance = _config.current()
-    if instance is None or RUNTIME.disabled:
+def _tracer(rt: _runtime.Runtime) -> trace.Tracer | None:
+    """The tracer of the caller's runtime (``_runtime.current()``, as the decorators read it):
+    a local runtime's inside its ``activate()`` block, else ``configure()``'s while it is
+    configured; None: nothing is traced."""
+    if rt.disabled or (rt is _runtime.RUNTIME and rt.instance is None):
         return None
-    return instance.tracer_provider.get_tracer(sc.INSTRUMENTATION_SCOPE, _config.__version__)
+    tracer: trace.Tracer | None = rt.tracer
+    return tracer
 
 
-async def arun_evals(
-    *,
-    data: Any,
-    scorers: Any,
-    target: Callable[..., Any],
-    concurrency: int = 1,
-    gates: Any = None,
-    on_item_complete: Callable[..., Any] | None = None,
-    experiment_name: str | None = None,
-    progress: bool | None = None,
-) -> EvalResult:
-    """The async form of ``run_evals``, with the same arguments, result and errors.
-
-    Examples:
-        >>> result = await tracescore.arun_evals(data=data, scorers=[scorer], target=agent)
-    """
-    stream = stream_items(data)
-    source = stream.source
-    specs = build_specs(scorers, gates)
-    # A file is read as the run takes its rows (issue 22): what a scorer needs is checked on
-    # the first rows, and a malformed row stops the run when it is reached.
-    head = list(itertools.islice(stream.items, _CHECK_AHEAD))
-    check_needs(specs, head)
-    items = itertools.chain(head, stream.items)
+def _checked_options(target: Any, concurrency: Any, on_item_complete: Any,
+                     experiment_name: Any, progress: Any) -> str:
+    """Check the arguments that are not data or scorers; the experiment's name."""
     if not callable(target):
         raise ConfigurationError(
             f"run_evals(target=...) takes a callable (sync or async), got {type(target).__name__}"
@@ -109,38 +87,30 @@ async def arun_evals(
         raise ConfigurationError("run_evals(experiment_name=...) takes a non-empty string")
     if progress is not None and not isinstance(progress, bool):
         raise ConfigurationError("run_evals(progress=...) takes True, False or None")
+    return str(experiment_name)
 
-    experiment_id = uuid.uuid4().hex
-    tracer = _tracer()
-    run = EvalRun(
-        items=items,
-        total=stream.total if stream.total is not None else None,
-        specs=specs,
-        target=target,
-        concurrency=concurrency,
-        on_item_complete=on_item_complete,
-        name=experiment_name,
-        experiment_id=experiment_id,
-        tracer=tracer,
+
+def _start_experiment(run: EvalRun, items: int) -> Span | None:
+    """The experiment's root span (None when the run is not traced)."""
+    if run.tracer is None:
+        return None
+    return run.tracer.start_span(
+        f"{sc.EXPERIMENT_SPAN_PREFIX} {run.name}",
+        kind=SpanKind.INTERNAL,
+        attributes={
+            sc.OPENINFERENCE_SPAN_KIND: sc.OI_KIND_CHAIN,
+            sc.TRACESCORE_EXPERIMENT_NAME: run.name,
+            sc.TRACESCORE_EXPERIMENT_ID: run.experiment_id,
+            sc.TRACESCORE_EXPERIMENT_ITEMS: items,
+            sc.TRACESCORE_EXPERIMENT_CONCURRENCY: run.concurrency,
+        },
     )
-    started_at = datetime.now(timezone.utc)
-    started = time.perf_counter()
-    root: Span | None = None
-    parent: Any = None
-    if tracer is not None:
-        root = tracer.start_span(
-            f"{sc.EXPERIMENT_SPAN_PREFIX} {experiment_name}",
-            kind=SpanKind.INTERNAL,
-            attributes={
-                sc.OPENINFERENCE_SPAN_KIND: sc.OI_KIND_CHAIN,
-                sc.TRACESCORE_EXPERIMENT_NAME: experiment_name,
-                sc.TRACESCORE_EXPERIMENT_ID: experiment_id,
-                sc.TRACESCORE_EXPERIMENT_ITEMS: stream.total or len(head),
-                sc.TRACESCORE_EXPERIMENT_CONCURRENCY: concurrency,
-            },
-        )
-        parent = trace.set_span_in_context(root)
-    bar = progress_bar(progress, stream.total, experiment_name)
+
+
+async def _run_items(run: EvalRun, root: Span | None, progress: bool | None) -> None:
+    """Run every item under ``root``; an interrupted run ends ``root`` with an error."""
+    parent = trace.set_span_in_context(root) if root is not None else None
+    bar = progress_bar(progress, run.total, run.name)
     finished = False
     try:
         await run.run_all(parent, bar)
@@ -156,11 +126,15 @@ async def arun_evals(
             root.set_status(Status(StatusCode.ERROR, "the evaluation run was interrupted"))
             root.end()
 
+
+def _finish(run: EvalRun, root: Span | None, *, started_at: datetime, started: float,
+            source: str | None) -> EvalResult:
+    """The run's means, verdict and result, also set on ``root``, which ends here."""
     results = [run.results[i] for i in sorted(run.results)]
     tally = run.tally
     trace_id = None
     try:
-        summaries = [summarise(spec, tally) for spec in specs]
+        summaries = [summarise(spec, tally) for spec in run.specs]
         verdict, reasons = decide_verdict(summaries, tally)
         duration = time.perf_counter() - started
         target_errors = sum(tally.target_errors.values())
@@ -188,65 +162,78 @@ async def arun_evals(
         reasons=reasons,
         items=tuple(results),
         scorers={s.scorer_id: s for s in summaries},
-        experiment_name=experiment_name,
-        experiment_id=experiment_id,
+        experiment_name=run.name,
+        experiment_id=run.experiment_id,
         started_at=started_at,
         source=source,
         trace_id=trace_id,
     )
 
 
-def run_evals(
-    *,
-    data: Any,
-    scorers: Any,
-    target: Callable[..., Any],
-    concurrency: int = 1,
-    gates: Any = None,
-    on_item_complete: Callable[..., Any] | None = None,
-    experiment_name: str | None = None,
-    progress: bool | None = None,
-) -> EvalResult:
+async def arun_evals(*, data: Any, scorers: Any, target: Callable[..., Any],
+                     concurrency: int = 1, gates: Any = None,
+                     on_item_complete: Callable[..., Any] | None = None,
+                     experiment_name: str | None = None,
+                     progress: bool | None = None) -> EvalResult:
+    """The async form of ``run_evals``: the same arguments, result, errors and spans (see
+    ``run_evals``). Await it inside a running event loop (an async test, a notebook, an async
+    application); its items run on that loop, sync targets in a pool of ``concurrency``
+    threads.
+
+    Examples:
+        >>> result = await tracescore.arun_evals(data=data, scorers=[scorer], target=agent)
+    """
+    stream = stream_items(data)
+    specs = build_specs(scorers, gates)
+    # A file is read as the run takes its rows (issue 22): what a scorer needs is checked on
+    # the first rows, and a malformed row stops the run when it is reached.
+    head = list(itertools.islice(stream.items, _CHECK_AHEAD))
+    check_needs(specs, head)
+    name = _checked_options(target, concurrency, on_item_complete, experiment_name, progress)
+    # The caller's runtime: a local runtime inside its activate() block, else configure()'s.
+    rt = _runtime.current()
+    run = EvalRun(
+        items=itertools.chain(head, stream.items),
+        total=stream.total,
+        specs=specs,
+        target=target,
+        concurrency=concurrency,
+        on_item_complete=on_item_complete,
+        name=name,
+        experiment_id=uuid.uuid4().hex,
+        tracer=_tracer(rt),
+        runtime=rt,
+    )
+    started_at = datetime.now(timezone.utc)
+    started = time.perf_counter()
+    root = _start_experiment(run, stream.total or len(head))
+    await _run_items(run, root, progress)
+    return _finish(run, root, started_at=started_at, started=started, source=stream.source)
+
+
+def run_evals(*, data: Any, scorers: Any, target: Callable[..., Any], concurrency: int = 1,
+              gates: Any = None, on_item_complete: Callable[..., Any] | None = None,
+              experiment_name: str | None = None, progress: bool | None = None) -> EvalResult:
     """Run ``target`` on every data item, score each output, and decide a verdict.
 
     Semantics follow Mastra's ``runEvals``: each item's input goes to the target, the target's
     return value is scored by every scorer, and ``scores`` holds each scorer's mean. On top of
-    that, for CI:
+    that, for CI: means over the items a scorer scored (a failure is never averaged in as 0),
+    thresholds, gates and a three-way verdict with its reasons; ``EvalResult`` says how each
+    is decided.
 
-    - **Means** are unrounded, over the items a scorer *scored*. An item the scorer could not
-      score (not scorable), failed on (a judge timeout, invalid judge output, ...) or skipped
-      (the target raised) is left out of the mean and counted in ``summary``; a failure is never
-      averaged in as 0.
-    - **Thresholds** (``{"scorer": s, "threshold": 0.7}``) are compared with the mean:
-      ``mean >= threshold``, or ``mean <= threshold`` for scorers where lower is better
-      (``higher_is_better=False``, e.g. hallucination).
-    - **Gates** must reach their best score on every item: a mean of ``scale`` (1.0 by default;
-      0 for lower-is-better scorers), with no failed or skipped item and at least one scored.
-    - **Verdict**: ``failed`` when a gate is not met; else ``warned`` when a threshold is
-      missed (or no item could be scored), a scorer failed on any item, or the target raised on
-      any item; else ``passed``. ``result.reasons`` says why.
-
-    The target is called with the item's ``input`` as its single positional argument, whatever
-    its type (a dict input arrives as one dict, not as keyword arguments). ``async def`` targets
-    (and callables returning awaitables) are awaited on the run's event loop; sync targets run
-    in a pool of ``concurrency`` threads so blocking calls overlap. A generator's chunks are
-    joined (strings) or listed. A target that raises gets its error recorded on the item;
-    its scorers are skipped.
-
-    Every scorer gets ``input``, ``output`` and ``ground_truth`` (None when the item has none),
-    plus the item's ``context`` when it has one and its ``scorer_inputs``. A context scorer
-    with no context of its own judges the item's ``context``.
-
-    When tracescore is configured (``configure()`` was called), the run is one span
-    ``experiment {experiment_name}`` (attributes ``tracescore.experiment.name``/``.id``, and at
-    the end ``.verdict`` and ``tracescore.experiment.score.<scorer id>`` means), each item one
-    child span ``eval_item {experiment_name}`` (``tracescore.experiment.item.index``, input,
-    output and ground truth as content capture allows) under which the target's own spans
-    nest, and every score a ``gen_ai.evaluation.result`` event on the item span with the same
-    attributes as online scores (``tracescore.sample_rate`` 1). The configuration's own
-    scoring rules keep scoring the target's spans as configured; ``run_evals``' scorers only run
-    here. The spans leave through the configured exporter like any others (the exit hook
-    flushes them; ``tracescore eval`` flushes before it exits). Unconfigured, nothing is traced.
+    When tracescore is configured, the run is one span ``experiment {experiment_name}``
+    (attributes ``tracescore.experiment.name``/``.id``, and at the end ``.verdict`` and
+    ``tracescore.experiment.score.<scorer id>`` means), each item one child span
+    ``eval_item {experiment_name}`` (``tracescore.experiment.item.index``, input, output and
+    ground truth as content capture allows) under which the target's own spans nest, and every
+    score a ``gen_ai.evaluation.result`` event on the item span with the same attributes as
+    online scores (``tracescore.sample_rate`` 1). The configuration's own scoring rules keep
+    scoring the target's spans; ``run_evals``' scorers only run here. The spans leave through
+    the configured exporter (the exit hook flushes them; ``tracescore eval`` flushes before it
+    exits). Unconfigured, nothing is traced. Inside ``with local.activate():`` the run is that
+    ``tracescore.testing.local_runtime``'s: its provider and exporter, content capture, judge
+    and input caps, never ``configure()``'s.
 
     Call it from synchronous code (tests, scripts). Inside a running event loop it runs on a
     helper thread and blocks the caller; use ``await arun_evals(...)`` there.
@@ -257,9 +244,17 @@ def run_evals(
             "id": ... (optional)}``, or a path to a ``.jsonl``, ``.json`` or ``.csv`` file of
             them (CSV: one column per key; ``metadata``, ``context`` and ``scorer_inputs``
             cells hold JSON).
-        scorers: a list of scorers, or of ``{"scorer": scorer, "threshold": 0.7}``.
+        scorers: a list of scorers, or of ``{"scorer": scorer, "threshold": 0.7}``. Each gets
+            ``input``, ``output``, ``ground_truth`` (None when the item has none), the item's
+            ``context`` when it has one (a context scorer with none of its own judges it) and
+            its ``scorer_inputs``.
         target: any callable taking one argument, sync or async (a ``@tracescore.agent`` is
-            the common case).
+            the common case), called with the item's ``input`` whatever its type (a dict
+            arrives as one dict, not as keyword arguments). Async targets (and callables
+            returning awaitables) are awaited on the run's loop; sync ones run in a pool of
+            ``concurrency`` threads so blocking calls overlap. A generator's chunks are joined
+            (strings) or listed. An exception it raises is recorded on the item, whose scorers
+            are skipped.
         concurrency: items in flight at once, >= 1. Default 1. Results do not depend on it:
             items are reported in data order and means are exactly rounded sums (``fsum``).
         gates: scorers that must reach their best score on every item. A scorer may be in
@@ -287,27 +282,23 @@ def run_evals(
         >>> result = tracescore.run_evals(
         ...     data=[{"input": "What is the capital of France?", "ground_truth": "Paris"}],
         ...     scorers=[{"scorer": create_content_similarity_scorer(), "threshold": 0.8}],
-        ...     target=lambda question: "Paris",
-        ... )
+        ...     target=lambda question: "Paris")
         >>> result.verdict, result.scores
         ('passed', {'content-similarity': 1.0})
     """
-    coro = arun_evals(
-        data=data,
-        scorers=scorers,
-        target=target,
-        concurrency=concurrency,
-        gates=gates,
-        on_item_complete=on_item_complete,
-        experiment_name=experiment_name,
-        progress=progress,
-    )
+    return _blocking(arun_evals(
+        data=data, scorers=scorers, target=target, concurrency=concurrency, gates=gates,
+        on_item_complete=on_item_complete, experiment_name=experiment_name, progress=progress))
+
+
+def _blocking(coro: Coroutine[Any, Any, EvalResult]) -> EvalResult:
+    """Run ``coro`` to its end from synchronous code: ``asyncio.run`` here, or, called from
+    inside an event loop (a notebook, an async test), where ``asyncio.run()`` cannot nest, on a
+    helper thread in a copy of the caller's context (its current span and runtime)."""
     try:
         asyncio.get_running_loop()
     except RuntimeError:
         return asyncio.run(coro)
-    # Called from inside an event loop (a notebook, an async test): asyncio.run() cannot nest,
-    # so run on a helper thread, in a copy of the caller's context (its current span).
     box: dict[str, Any] = {}
     ctx = contextvars.copy_context()
 

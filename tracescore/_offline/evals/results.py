@@ -174,7 +174,20 @@ class ScorerSummary:
 
 @dataclass(frozen=True)
 class EvalResult:
-    """What ``run_evals`` returns.
+    """What ``run_evals`` returns, decided for CI:
+
+    - **Means** are unrounded, over the items a scorer *scored*. An item the scorer could not
+      score (not scorable), failed on (a judge timeout, invalid judge output, ...) or skipped
+      (the target raised) is left out of the mean and counted in ``summary``; a failure is never
+      averaged in as 0.
+    - **Thresholds** (``{"scorer": s, "threshold": 0.7}``) are compared with the mean:
+      ``mean >= threshold``, or ``mean <= threshold`` for scorers where lower is better
+      (``higher_is_better=False``, e.g. hallucination).
+    - **Gates** must reach their best score on every item: a mean of ``scale`` (1.0 by default;
+      0 for lower-is-better scorers), with no failed or skipped item and at least one scored.
+    - **Verdict**: ``failed`` when a gate is not met; else ``warned`` when a threshold is
+      missed (or no item could be scored), a scorer failed on any item, or the target raised on
+      any item; else ``passed``. ``reasons`` says why.
 
     Attributes:
         scores: scorer id -> unrounded mean over the items it scored (None when it scored
@@ -183,7 +196,7 @@ class EvalResult:
             and ``scorers``: scorer id -> ``scored``, ``not_scorable``, ``errors``,
             ``skipped``, ``error_types``, ``mean``, ``threshold``, ``gate``,
             ``higher_is_better``, ``scale``, ``passed``, ``problems``.
-        verdict: ``passed``, ``warned`` or ``failed`` (see ``run_evals``).
+        verdict: ``passed``, ``warned`` or ``failed`` (as above).
         reasons: why the verdict is not ``passed``, one sentence each.
         items: one ``EvalItemResult`` per data item, in data order.
         scorers: scorer id -> ``ScorerSummary`` (the typed form of ``summary["scorers"]``).

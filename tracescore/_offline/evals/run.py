@@ -25,7 +25,7 @@ from tracescore._offline.evals.results import EvalItemResult, ItemScore, ItemSta
 from tracescore._offline.evals.specs import RunTally, ScorerSpec
 from tracescore._pipeline.fingerprint import evaluator_version
 from tracescore._pipeline.request import ScoringRequest
-from tracescore._pipeline.runtime import RUNTIME
+from tracescore._pipeline.runtime import Runtime
 from tracescore._pipeline.scoring import (
     ScorerOutcome,
     evaluation_attributes,
@@ -64,7 +64,8 @@ def _is_async(target: Any) -> bool:
 
 
 class EvalRun:
-    """One ``arun_evals`` call's state."""
+    """One ``arun_evals`` call's state: its items, scorers and target, and the runtime it is
+    for (``runtime``: its content settings; ``tracer``: that runtime's, or None untraced)."""
 
     def __init__(
         self,
@@ -78,6 +79,7 @@ class EvalRun:
         name: str,
         experiment_id: str,
         tracer: trace.Tracer | None,
+        runtime: Runtime,
     ) -> None:
         self.items = iter(items)
         self.total = total
@@ -89,8 +91,10 @@ class EvalRun:
         self.name = name
         self.experiment_id = experiment_id
         self.tracer = tracer
-        self.capture = RUNTIME.capture
-        self.max_length = RUNTIME.max_length
+        # The content settings of the runtime the run is for (the caller's: a local runtime
+        # inside its activate() block), as a decorated call reads them.
+        self.capture = runtime.capture
+        self.max_length = runtime.max_length
         self.pool: ThreadPoolExecutor | None = None
         # By item index: items finish in any order; the report lists them in data order. A
         # run over a file of millions of rows keeps the first ``KEPT_RESULTS`` in full and
