@@ -144,11 +144,13 @@ class Runtime:
     def activate(self) -> Iterator[Runtime]:
         """Make this runtime the current one for a ``with`` block: decorated calls and
         ``tracescore.span`` blocks that start inside it (on this thread or task, and in the tasks
-        and context copies it starts) use its tracer and settings instead of ``RUNTIME``'s.
-        Blocks nest; leaving one restores what was current before."""
+        and context copies it starts) use its tracer and settings instead of ``RUNTIME``'s, and
+        what they redact as they record it (messages, exceptions, captured values) is redacted
+        by its redactor. Blocks nest; leaving one restores what was current before."""
         token = _active.set(self)
         try:
-            yield self
+            with _redact.using(self.redactor):
+                yield self
         finally:
             _active.reset(token)
 

@@ -1,9 +1,10 @@
 """``local_runtime()``: tracescore configured but not installed, as logfire's
 ``configure(local=True)``.
 
-A ``LocalRuntime`` has its own tracer provider, scoring processor and exporter, built as
-``configure()`` builds the process's, and touches nothing process-wide: not the global tracer
-provider, not the runtime ``configure()`` fills, not the global meter or logger provider.
+A ``LocalRuntime`` has its own tracer provider, scoring processor, exporter and redactor,
+built as ``configure()`` builds the process's, and touches nothing process-wide: not the global
+tracer provider, not the runtime ``configure()`` fills (nor its redaction patterns), not the
+global meter or logger provider.
 Decorated calls and ``tracescore.span`` blocks use it inside ``with runtime.activate():`` (or
 ``with runtime:``); everywhere else they use the process's configuration as before.
 """
@@ -54,6 +55,7 @@ class LocalRuntime:
                  exporter: SpanExporter | None = None,
                  on_score: Callable[[Any], Any] | None = None,
                  content: ContentOptions | None = None, limits: LimitsOptions | None = None,
+                 redaction: RedactionOptions | None = None,
                  output: OutputOptions | None = None, service_name: str = "tracescore-local",
                  id_generator: IdGenerator | None = None) -> None:
         # Here, not at module level: the builders import the pipeline (and OTel's SDK parts).
@@ -73,6 +75,11 @@ class LocalRuntime:
         if judge is not None and not isinstance(judge, (str, Judge)):
             raise ConfigurationError("local_runtime(judge=...) takes a litellm model string or "
                                      "a tracescore.Judge")
+        redaction = redaction if redaction is not None else RedactionOptions()
+        if not isinstance(redaction, RedactionOptions):
+            raise ConfigurationError(
+                "local_runtime(redaction=...) takes a tracescore.RedactionOptions(...), got "
+                f"{type(redaction).__name__}")
         output = output if output is not None else OutputOptions()
         if not isinstance(output, OutputOptions):
             raise ConfigurationError("local_runtime(output=...) takes a tracescore.OutputOptions")
@@ -89,12 +96,18 @@ class LocalRuntime:
             shutdown_on_exit=False)
         self._closed = False
         self._runtime = Runtime()
+        try:  # its own patterns and callback (and the environment's), as configure()'s
+            self._runtime.redactor.configure(
+                list(redaction.patterns) if redaction.patterns is not None else None,
+                redaction.callback)
+        except ValueError as exc:
+            raise ConfigurationError(f"RedactionOptions(patterns=...): {exc}") from None
         resolved_limits = (limits or LimitsOptions()).resolve()
         flush_timeout = float(resolved_limits.flush_timeout or 0)
         self._flush_ms = int(flush_timeout * 1000)
         # No retry spool: a test's exporter either takes a batch or the test fails.
         downstream = export_processor(self.exporter, ExportOptions(retry=False).resolve(),
-                                      RedactionOptions().resolve())
+                                      redaction.resolve(), redactor=self._runtime.redactor)
         self._processor, telemetry = build_scoring(
             self._runtime, [rule.compile() for rule in rules], resolved_limits,
             downstream=downstream, flush_timeout=flush_timeout,
@@ -109,10 +122,11 @@ class LocalRuntime:
 
     @contextmanager
     def activate(self) -> Iterator[LocalRuntime]:
-        """Make this runtime current for a ``with`` block: decorated calls and
-        ``tracescore.span`` blocks started inside it (in this thread or task, and in the tasks
-        it starts) go to this runtime's provider, rules and exporter. Blocks nest; the process's
-        configuration is untouched and applies again after the block.
+        """Make this runtime current for a ``with`` block: decorated calls, ``tracescore.span``
+        blocks and ``tracescore.run_evals`` started inside it (in this thread or task, and in
+        the tasks it starts) go to this runtime's provider, rules and exporter, with its
+        content and redaction settings. Blocks nest; the process's configuration is untouched
+        and applies again after the block.
 
         Examples:
             >>> with local.activate():
@@ -173,6 +187,7 @@ def local_runtime(*, scoring: Sequence[ScoringRule] = (), judge: str | Judge | N
                   exporter: SpanExporter | None = None,
                   on_score: Callable[[Any], Any] | None = None,
                   content: ContentOptions | None = None, limits: LimitsOptions | None = None,
+                  redaction: RedactionOptions | None = None,
                   output: OutputOptions | None = None, service_name: str = "tracescore-local",
                   id_generator: IdGenerator | None = None) -> LocalRuntime:
     """tracescore configured but not installed (as logfire's ``configure(local=True)``): a
@@ -187,6 +202,8 @@ def local_runtime(*, scoring: Sequence[ScoringRule] = (), judge: str | Judge | N
     state, and for scoring one part of a program by other rules. Its LLM scorers are judged
     by the judge their factory was given (``model=``), else its own ``judge``, else
     ``TRACESCORE_JUDGE_MODEL``: its scoring jobs read this runtime, not ``configure()``'s.
+    ``tracescore.run_evals`` called inside the block is this runtime's too (its experiment and
+    item spans, scores, content capture). It redacts with its own ``redaction`` options.
 
     Args:
         scoring: its ``ScoringRule``s, as ``configure(scoring=...)`` takes them.
@@ -200,6 +217,12 @@ def local_runtime(*, scoring: Sequence[ScoringRule] = (), judge: str | Judge | N
         content: ``ContentOptions`` as ``configure(content=...)``; default the environment's.
         limits: ``LimitsOptions`` as ``configure(limits=...)``, ``flush_timeout`` included
             (what ``force_flush()``/``shutdown()`` wait by default); default the environment's.
+        redaction: ``RedactionOptions`` as ``configure(redaction=...)``: its ``patterns`` (with
+            ``TRACESCORE_REDACT_PATTERNS``'s) and ``callback`` on top of the built-in credential
+            rules, and ``foreign_spans``. They apply to this runtime only: to what decorated
+            code records inside its ``activate()`` blocks, its scoring jobs and its exporter;
+            ``configure()``'s patterns never apply here, nor these there. Default the
+            environment's patterns only.
         output: ``OutputOptions`` with its ``logger_provider`` (score log records) and
             ``meter_provider`` (score metrics); default none of either: a no-op provider, not
             the global one. ``phoenix_url`` and ``console`` apply to ``configure()`` only.
@@ -212,9 +235,9 @@ def local_runtime(*, scoring: Sequence[ScoringRule] = (), judge: str | Judge | N
 
     Raises:
         ConfigurationError: a rule is not a ``ScoringRule``, ``judge`` is neither a string nor
-            a ``Judge``, ``exporter`` is not a
-            ``SpanExporter``, ``output`` is not an ``OutputOptions`` or sets ``phoenix_url``
-            or ``console``.
+            a ``Judge``, ``exporter`` is not a ``SpanExporter``, ``redaction`` is not a
+            ``RedactionOptions`` (or a pattern from the environment does not compile),
+            ``output`` is not an ``OutputOptions`` or sets ``phoenix_url`` or ``console``.
 
     Examples:
         >>> with tracescore.testing.local_runtime(scoring=[tracescore.ScoringRule(
@@ -225,5 +248,5 @@ def local_runtime(*, scoring: Sequence[ScoringRule] = (), judge: str | Judge | N
         {'content-similarity': [1.0]}
     """
     return LocalRuntime(scoring=scoring, judge=judge, exporter=exporter, on_score=on_score,
-                        content=content, limits=limits, output=output, service_name=service_name,
-                        id_generator=id_generator)
+                        content=content, limits=limits, redaction=redaction, output=output,
+                        service_name=service_name, id_generator=id_generator)
