@@ -214,6 +214,33 @@ def test_credential_formats_in_free_text(text: str, expected: str) -> None:
     assert _redact.redact_text(text) == expected
 
 
+def test_texts_skipped_as_quiet_are_those_the_rules_find_nothing_in() -> None:
+    """The fast path (an ASCII text with no needle, no credential word, no disguise is not
+    searched) never skips a text in which the full search finds something: texts made of
+    pieces of credentials, their words in any case, disguises and plain prose, checked both
+    ways against the full search."""
+    import random
+
+    pieces = ["sk-", "AbCdEfGhIjKlMnOpQrSt", "AKIA", "IOSFODNN7EXAMPLE", "eyJ", "hbGciOi.x.y",
+              "Bearer ", "BASIC ", "Basic ", "pass", "PaSsWoRd", "=", ": ", "token", "TOKEN",
+              "Key", "jwt", "PWD", "auth", "Cookie", "://", "user:", "@host", "%2D", "&#45;",
+              "\\x2d", "\t", "\n", "\x1b[31m", "\x00", "-----BEGIN", " PRIVATE KEY-----",
+              "the capital of France", " ", "_", "ghp_", "hf_", "1234567890", "xoxb-", "é",
+              "Paris", " is ", "sunny", "42", ". ", ", ", "What", "weather"]
+    rng = random.Random(7)
+    rules = _redact.PROCESS.rules()
+    quiet = found = 0
+    for _ in range(20_000):
+        text = "".join(rng.choice(pieces) for _ in range(rng.randint(1, 8)))
+        plain = not _redact._find(_redact.PROCESS, rules, text) and not _redact._disguised(text)
+        if _redact._quiet(rules, text):
+            quiet += 1
+            assert plain, text
+            assert _redact.redact_text(text) is text
+        found += not plain
+    assert quiet > 1_000 and found > 1_000  # both kinds were drawn
+
+
 @pytest.mark.parametrize(("name", "secret"), [
     ("openai_key", True), ("API-Key", True), ("apiKey", True), ("x-api-key", True),
     ("client_secret", True), ("DB_PASSWORD", True), ("passwd", True), ("access_token", True),

@@ -373,7 +373,7 @@ def _known_rules(values: Sequence[str]) -> list[_Rule]:
 class _Rules:
     """The compiled state, swapped whole so that readers never see half an update."""
 
-    __slots__ = ("rules", "plain", "unconditional", "extra", "callback")
+    __slots__ = ("rules", "plain", "unconditional", "needles", "extra", "callback")
 
     def __init__(self, rules: list[_Rule], extra: re.Pattern[str] | None,
                  callback: Callable[[str], str] | None) -> None:
@@ -381,6 +381,8 @@ class _Rules:
         # (needle, rule) pairs: a plain loop over them is the cheapest test on short texts.
         self.plain = [(n, r) for r in rules for n in r.needles]
         self.unconditional = [r for r in rules if not r.needles]
+        # Every needle, for ``_quiet``; None when a rule runs on every text.
+        self.needles = None if self.unconditional else tuple(n for n, _ in self.plain)
         self.extra = extra
         self.callback = callback
 
@@ -525,7 +527,8 @@ class Redactor:
             rules = self.rules()
         if len(text) >= MIN_SECRET_LENGTH:
             try:
-                text = _scan(self, rules, text)
+                if not _quiet(rules, text):
+                    text = _scan(self, rules, text)
                 if rules.extra is not None:
                     text = rules.extra.sub(REDACTED, text)
             except Exception:  # noqa: BLE001 - redaction must never break the caller
@@ -1146,6 +1149,31 @@ def plain_text(text: str) -> str:
         return text
     decodings = _decodings(text)
     return decodings[-1][-1].text if decodings else text
+
+
+_WORDS = tuple(word for word, _ in _WORD_SEARCH)
+_DISGUISE_MARKS = ("%", "&", "\\")
+
+
+def _quiet(rules: _Rules, text: str) -> bool:
+    """True when no rule can find anything in ``text``: an ASCII text holding none of the
+    rules' needles, none of the credential words in any case and nothing a disguise is made
+    of. Most texts are; they skip ``_find`` (whose own tests are these, and more). False
+    whenever unsure."""
+    needles = rules.needles
+    if needles is None or not text.isascii():
+        return False
+    for needle in needles:
+        if needle in text:
+            return False
+    low = text.lower()
+    for word in _WORDS:
+        if word in low:
+            return False
+    for mark in _DISGUISE_MARKS:
+        if mark in text:
+            return False
+    return text.isprintable() or not text.encode("ascii").translate(None, _PLAIN)
 
 
 def _find(owner: Redactor, rules: _Rules, text: str) -> list[tuple[int, int]]:
