@@ -579,23 +579,68 @@ def from_attributes(attrs: Mapping[str, Any]) -> tuple[Usage, float | None] | No
     return usage, spent
 
 
-def record_span(span: Any, telemetry: Any, price_file: str | None) -> None:
-    """Count a model-call span of another instrumentation in the per-agent token and cost
-    metrics (its own recorded cost, else priced from the table), once per call. Called as the
-    span ends, in the context it ran in (the agent's). Never raises."""
+NOT_COUNTED: Any = _MISSING
+"""What ``counted_on_end`` returns for a span whose usage is not counted."""
+
+
+def counted_on_end(span: Any) -> Any:
+    """The part of counting another instrumentation's model-call span that must run as it
+    ends, on its thread: whether it carries token counts, the note for a model span around it
+    (``note_counted``: a wrapper of a counted call is not counted again, and the decorators'
+    ``@llm`` around an instrumented SDK call ask this at their own end), and the agent it ran
+    under (a context value). The rest (``record_counted``) runs off the caller's thread.
+
+    Args:
+        span: an ended span of any instrumentation but tracescore's.
+
+    Returns:
+        The agent's name (``str`` or None) when the span's usage is to be counted, else
+        ``NOT_COUNTED``. Never raises.
+    """
     try:
-        # The plain dict behind an ended span's attributes: a dozen look-ups at C speed.
         attrs = attribute_dict(own_attributes(span), frozen_only=True) or span.attributes
-        if not attrs:
-            return
-        found = from_attributes(attrs)
-        if found is None:
-            return
+        if not attrs or not _has_tokens(attrs):
+            return _MISSING
         context = span.context
         parent = span.parent
         note_counted(parent.span_id if parent is not None else None)
         if counted_beneath(context.span_id if context is not None else None):
             _note(_wrappers, context.span_id)  # priced at its innermost span only
+            return _MISSING
+        return current_agent()
+    except Exception:
+        logger.debug("tracescore could not count a model call span's usage", exc_info=True)
+        return _MISSING
+
+
+def _has_tokens(attrs: Mapping[str, Any]) -> bool:
+    """Whether ``from_attributes`` finds token counts in ``attrs`` (a few look-ups): of each
+    count, the first of its two names that is present decides, as there."""
+    for keys in _TOKEN_KEYS:
+        for key in keys:
+            value = attrs.get(key)
+            if value is not None:
+                if _int(value) is not None:
+                    return True
+                break
+    return False
+
+
+_TOKEN_KEYS = ((sc.GEN_AI_USAGE_INPUT_TOKENS, sc.LLM_TOKEN_COUNT_PROMPT),
+               (sc.GEN_AI_USAGE_OUTPUT_TOKENS, sc.LLM_TOKEN_COUNT_COMPLETION))
+
+
+def record_counted(span: Any, agent: str | None, telemetry: Any,
+                   price_file: str | None) -> None:
+    """Count a model-call span of another instrumentation that ``counted_on_end`` accepted
+    in the per-agent token and cost metrics of ``telemetry`` (its own recorded cost, else
+    priced from the table of ``price_file``: None for the shipped one), under ``agent``. Runs
+    on any thread. Never raises."""
+    try:
+        # The plain dict behind an ended span's attributes: a dozen look-ups at C speed.
+        attrs = attribute_dict(own_attributes(span), frozen_only=True) or span.attributes
+        found = from_attributes(attrs) if attrs else None
+        if found is None:
             return
         usage, spent_total = found
         spent: tuple[float, float] | None = None
@@ -604,7 +649,7 @@ def record_span(span: Any, telemetry: Any, price_file: str | None) -> None:
         else:
             spent = cost(usage, lookup(prices_or_shipped(price_file), usage.model))
         telemetry.record_llm_call(
-            usage, spent, agent=current_agent(),
+            usage, spent, agent=agent,
             request_model=attrs.get(sc.GEN_AI_REQUEST_MODEL),
             provider=attrs.get(sc.GEN_AI_PROVIDER_NAME) or attrs.get(sc.LLM_PROVIDER)
             or attrs.get(sc.GEN_AI_SYSTEM))

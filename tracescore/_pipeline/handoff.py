@@ -1,11 +1,13 @@
 """Ended spans handed from the threads that end them to one routing thread, in end order.
 
-The scoring processor's ``on_end`` decides on the calling thread only whether a rule may pick
-the span's trace (a look-up once per trace); a span a rule may pick is appended here with its
-decorator's record, and the ``tracescore-route`` thread reads, matches and holds it
-(``processor.ScoringSpanProcessor._route``), as the SDK's ``BatchSpanProcessor`` hands spans to
-its export thread. The thread is woken only when it waits (an empty queue), so a burst of spans
-costs one wake-up. A flush routes what still waits on its own thread (``drain``).
+The scoring processor's ``on_end`` does on the calling thread only what must happen there (the
+trace's sampling decision, a look-up once per trace; the decorator's record; the note of a
+counted model call) and appends the span here; the ``tracescore-route`` thread counts, reads,
+matches, holds and exports it (``processor.ScoringSpanProcessor._route_handed``), as the SDK's
+``BatchSpanProcessor`` hands spans to its export thread. The thread is woken once per batch:
+by the first span after it went idle, after which it lets spans gather for ``GATHER``
+seconds, or earlier when ``WAKE_AT`` wait; so a stream of spans costs one wake-up per batch,
+not one per span. A flush routes what still waits on its own thread (``drain``).
 Past ``max_waiting`` spans the caller routes the span itself (``work`` on its own thread)
 instead of letting the queue grow.
 """
@@ -22,7 +24,12 @@ from typing import Any
 logger = logging.getLogger("tracescore")
 
 # Spans waiting for the routing thread at most; past it the calling thread routes its span.
-MAX_WAITING = 65_536
+MAX_WAITING = 8_192
+# Spans waiting that wake the routing thread while it lets a batch gather.
+WAKE_AT = 512
+# Seconds the routing thread lets a batch gather after its first span (the latency it adds
+# before a span is scored or exported; the SDK's BatchSpanProcessor waits up to 5 s).
+GATHER = 0.05
 # Seconds a flush waits at least for the batch the routing thread is on (routing never waits
 # on anything, so a batch takes milliseconds) before it routes what is left itself.
 _BATCH_WAIT = 1.0
@@ -46,7 +53,9 @@ class Handoff:
         self._lock = threading.Lock()
         self._changed = threading.Condition(self._lock)
         self._items: deque[Any] = deque()
-        self._waiting = False  # the thread waits for items (it must be woken)
+        self._waiting = False  # the thread waits for a first item (it must be woken)
+        self._gathering = False  # the thread lets a batch gather (woken at WAKE_AT items)
+        self._hurry = False  # someone waits for the queue to empty: no gathering
         self._busy = False  # the thread works on items taken off the queue
         self._draining = False  # a flush works on them on its own thread (``drain``)
         self._stopped = False
@@ -64,8 +73,8 @@ class Handoff:
                     self._thread = threading.Thread(target=self._run, name="tracescore-route",
                                                     daemon=True)
                     self._thread.start()
-                elif self._waiting:
-                    self._waiting = False
+                elif self._waiting or (self._gathering and len(self._items) >= WAKE_AT):
+                    self._waiting = self._gathering = False
                     self._changed.notify_all()
         if inline:
             self._call(item)
@@ -77,6 +86,10 @@ class Handoff:
             return not self._items
         deadline = time.monotonic() + timeout
         with self._changed:
+            if self._items and self._gathering:
+                self._hurry = True
+                self._gathering = False
+                self._changed.notify_all()
             while self._items or self._busy or self._draining:
                 left = deadline - time.monotonic()
                 if left <= 0:
@@ -134,6 +147,14 @@ class Handoff:
                         return
                     self._waiting = True
                     self._changed.wait()
+                self._waiting = False
+                if len(self._items) < WAKE_AT and not (self._stopped or self._hurry):
+                    self._gathering = True
+                    self._changed.wait(GATHER)
+                    self._gathering = False
+                    if not self._items or self._draining:
+                        continue  # a flush took them meanwhile
+                self._hurry = False
                 self._busy = True
                 items = list(self._items)
                 self._items.clear()

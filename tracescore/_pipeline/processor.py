@@ -38,6 +38,7 @@ from opentelemetry.trace import StatusCode
 from tracescore._core import semconv as sc
 from tracescore._core.otel_compat import span_context
 from tracescore._core.stats import Stats
+from tracescore._instrument import usage as _usage
 from tracescore._pipeline.engine import Engine, Job
 from tracescore._pipeline.handoff import Handoff
 from tracescore._pipeline.held import HeldSpans
@@ -63,6 +64,8 @@ logger = logging.getLogger("tracescore")
 
 
 __all__ = ["ScoreEvent", "ScoringSpanProcessor", "Stats"]
+
+_OWN_SCOPE = sc.INSTRUMENTATION_SCOPE  # tracescore's own spans counted their usage already
 
 # The counter of each reason a job was skipped.
 _SKIP_FIELDS = {
@@ -103,6 +106,9 @@ class ScoringSpanProcessor(SpanProcessor):
             with ``score_deferred`` (the service's trace settler); default: none.
         runtime: the runtime whose jobs these are (their input caps, default judge and judge
             telemetry: ``tracescore._pipeline.runtime.current``); default: the process's.
+        count_usage: count the token usage and cost of other instrumentations' model-call
+            spans in ``telemetry``'s per-agent metrics (priced from ``runtime.price_file``),
+            off the caller's thread; ``configure()``'s processor does, the service's not.
     """
 
     def __init__(
@@ -124,8 +130,11 @@ class ScoringSpanProcessor(SpanProcessor):
         ending: dict[tuple[int, int], Any] | None = None,
         defer: Callable[[ReadableSpan], bool] | None = None,
         runtime: Any = None,
+        count_usage: bool = False,
     ) -> None:
         self._downstream = downstream
+        self._runtime = runtime
+        self._count_usage = count_usage and telemetry is not None
         self._put = getattr(downstream, "put", None)
         self._rules = tuple(rules)
         self._score_timeout = score_timeout
@@ -175,10 +184,6 @@ class ScoringSpanProcessor(SpanProcessor):
                                     flush_timeout=flush_timeout,
                                     count_dropped=self._counts.dropped,
                                     handoff=self._handoff)
-        if not self._rules and self._export_reports and downstream is not None:
-            # Nothing to score: the export processor's own on_end takes every span (it never
-            # raises and counts what it accepts), without a hop through this one.
-            self.on_end = downstream.on_end  # type: ignore[method-assign]
         _processors.add(self)
 
     # -- counters ------------------------------------------------------------------------------
@@ -223,25 +228,41 @@ class ScoringSpanProcessor(SpanProcessor):
                 logger.debug("tracescore export processor failed in on_start", exc_info=True)
 
     def on_end(self, span: ReadableSpan) -> None:
-        """Export ``span`` when no rule can pick it, else hand it with its decorator's record
-        to the routing thread (``handoff``), which routes it as ``route`` does. Never raises."""
+        """Hand ``span`` to the routing thread (``handoff``) with what only its caller knows:
+        every rule's decision on its trace (a look-up once per trace), its decorator's record
+        when a rule may pick it, and, for another instrumentation's model call, the agent it
+        ran under (``usage.counted_on_end``). There it is counted, routed as ``route`` routes
+        it, and exported. Never raises."""
         try:
-            ctx = span_context(span)
-            sampled = self._may_pick(span, ctx)
-            if sampled is not None:
-                record = self._ending.get((ctx.trace_id, ctx.span_id)) if self._ending else None
-                self._handoff.put((span, ctx, sampled, record))
+            if not self._closed:
+                ctx = span_context(span)
+                agent = _usage.NOT_COUNTED
+                if self._count_usage:
+                    scope = span.instrumentation_scope
+                    if scope is None or scope.name != _OWN_SCOPE:
+                        agent = _usage.counted_on_end(span)
+                sampled = self._may_pick(span, ctx)
+                record = (self._ending.get((ctx.trace_id, ctx.span_id))
+                          if sampled is not None and self._ending else None)
+                self._handoff.put((span, ctx, sampled, record, agent))
                 return
         except Exception:
             logger.warning("tracescore failed to schedule scoring for span %r; it is exported "
                            "unscored and the application is unaffected", span.name, exc_info=True)
         self._export(span)
 
-    def _route_handed(self, item: tuple[ReadableSpan, Any, tuple[bool, ...], Any]) -> None:
-        """``route`` on the routing thread, for a span ``on_end`` handed over."""
-        span, ctx, sampled, record = item
+    def _route_handed(self, item: tuple[ReadableSpan, Any, tuple[bool, ...] | None, Any,
+                                        Any]) -> None:
+        """On the routing thread, for a span ``on_end`` handed over: its model call counted,
+        then ``route``'s work."""
+        span, ctx, sampled, record, agent = item
         try:
-            if not self._closed and self._route(span, ctx, sampled, record) != "passed":
+            if agent is not _usage.NOT_COUNTED:
+                runtime = self._runtime
+                _usage.record_counted(span, agent, self._telemetry,
+                                      runtime.price_file if runtime is not None else None)
+            if (sampled is not None and not self._closed
+                    and self._route(span, ctx, sampled, record) != "passed"):
                 return
         except Exception:
             logger.warning("tracescore failed to schedule scoring for span %r; it is exported "

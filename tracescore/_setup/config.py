@@ -84,7 +84,7 @@ class _SwitchProcessor(SpanProcessor):
         if target is None:
             self.__dict__.pop("on_end", None)
         else:
-            self.on_end = _counting_usage(target.on_end)  # type: ignore[method-assign]
+            self.on_end = target.on_end  # type: ignore[method-assign]
 
     def on_start(self, span: Any, parent_context: Any = None) -> None:
         # Spans of other instrumentations started inside tracescore.conversation(...) get its
@@ -331,29 +331,6 @@ def _provider_for(service_name: str | None, tracer_provider: Any) -> TracerProvi
     return provider
 
 
-def _counting_usage(on_end: Callable[[ReadableSpan], None]) -> Callable[[ReadableSpan], None]:
-    """``on_end`` that first counts the token usage of other instrumentations' model-call
-    spans (OpenInference's, the GenAI conventions') in the per-agent token and cost metrics,
-    as it ends in its caller's context. tracescore's own spans counted theirs already."""
-    scope_name = sc.INSTRUMENTATION_SCOPE
-    prompt, inputs = sc.LLM_TOKEN_COUNT_PROMPT, sc.GEN_AI_USAGE_INPUT_TOKENS
-
-    def end(span: ReadableSpan) -> None:
-        try:
-            scope = span.instrumentation_scope
-            if scope is None or scope.name != scope_name:
-                attrs = span.attributes
-                if attrs and (prompt in attrs or inputs in attrs):
-                    telemetry = RUNTIME.telemetry
-                    if telemetry is not None:
-                        _usage.record_span(span, telemetry, RUNTIME.price_file)
-        except Exception:
-            logger.debug("tracescore could not count a span's token usage", exc_info=True)
-        on_end(span)
-
-    return end
-
-
 def _switch_for(provider: TracerProvider) -> _SwitchProcessor:
     switch = _switches.get(provider)
     if switch is None:
@@ -377,10 +354,13 @@ def build_scoring(
     trace_buffer: Any = None,
     defer: Callable[[ReadableSpan], bool] | None = None,
     phoenix: Callable[[Telemetry], Any] | None = None,
+    count_usage: bool = False,
 ) -> tuple[ScoringSpanProcessor, Telemetry]:
     """The scoring processor and its telemetry for ``runtime`` (``configure()`` and
     ``tracescore serve`` both build theirs here). The telemetry's gauges read the processor
-    ``runtime`` holds; ``phoenix`` makes the Phoenix writer, which counts in the telemetry."""
+    ``runtime`` holds; ``phoenix`` makes the Phoenix writer, which counts in the telemetry;
+    ``count_usage``: other instrumentations' model calls are counted in its token and cost
+    metrics (``configure()``'s, whose provider they end on)."""
     telemetry = Telemetry(
         meter_provider=meter_provider,
         logger_provider=logger_provider,
@@ -408,6 +388,7 @@ def build_scoring(
         ending=runtime.ending,
         defer=defer,
         runtime=runtime,
+        count_usage=count_usage,
     )
     return processor, telemetry
 
@@ -594,7 +575,8 @@ def _install(s: _Settings) -> Tracescore:
                             else s.output.meter_provider),
             logger_provider=destinations.logger_provider, on_score=s.on_score,
             writers=() if file_path is None else (_console.TallyWriter(RUNTIME.console.tally),),
-            phoenix=(None if phoenix is None else destinations.phoenix_writer(str(phoenix))))
+            phoenix=(None if phoenix is None else destinations.phoenix_writer(str(phoenix))),
+            count_usage=True)
         _switch_for(provider).target = processor
         RUNTIME.install(
             tracer=provider.get_tracer(sc.INSTRUMENTATION_SCOPE, __version__),

@@ -112,7 +112,8 @@ class LocalRuntime:
             self._runtime, [rule.compile() for rule in rules], resolved_limits,
             downstream=downstream, flush_timeout=flush_timeout,
             meter_provider=output.meter_provider or NoOpMeterProvider(),
-            logger_provider=output.logger_provider or NoOpLoggerProvider(), on_score=on_score)
+            logger_provider=output.logger_provider or NoOpLoggerProvider(), on_score=on_score,
+            count_usage=True)
         self.tracer_provider.add_span_processor(self._processor)
         self._runtime.install(
             tracer=self.tracer_provider.get_tracer(sc.INSTRUMENTATION_SCOPE, __version__),
