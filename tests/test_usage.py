@@ -660,3 +660,38 @@ def test_other_instrumentations_model_calls_count_once_per_agent(reader: Any) ->
     unpriced = [(a["gen_ai.agent.name"], a["gen_ai.response.model"], v)
                 for a, v in points(reader, "tracescore.llm.unpriced")]
     assert unpriced == [("triage", "not-a-listed-model", 1)]
+
+
+def test_a_local_runtime_counts_other_instrumentations_calls_in_its_own_metrics(
+        reader: Any) -> None:
+    """Another instrumentation's model call ended on a local runtime's provider is counted
+    in that runtime's metrics, under the agent it ran in, and not in configure()'s."""
+    from tracescore.testing import local_runtime
+
+    _, _exporter = memory_configure(
+        output=tracescore.OutputOptions(meter_provider=MeterProvider(metric_readers=[reader])))
+    own = InMemoryMetricReader()
+    local = local_runtime(output=tracescore.OutputOptions(
+        meter_provider=MeterProvider(metric_readers=[own])))
+    try:
+        oi = local.tracer_provider.get_tracer("openinference.instrumentation.openai")
+
+        @tracescore.agent(name="local-bot")
+        def bot() -> None:
+            with oi.start_as_current_span("ChatCompletion", attributes={
+                    "openinference.span.kind": "LLM", "llm.model_name": "gpt-4o-mini",
+                    "llm.token_count.prompt": 1000, "llm.token_count.completion": 200}):
+                pass
+
+        with local.activate():
+            bot()
+        assert local.force_flush()
+        tracescore.force_flush(5000)
+        counted = [(a["gen_ai.agent.name"], a["gen_ai.token.type"], int(v))
+                   for a, v in points(own, "gen_ai.client.token.usage")]
+        assert sorted(counted) == [("local-bot", "input", 1000), ("local-bot", "output", 200)]
+        assert [v for _, v in points(own, "tracescore.llm.cost")] == [pytest.approx(270e-6)]
+        assert points(reader, "gen_ai.client.token.usage") == []
+    finally:
+        local.shutdown()
+        tracescore.shutdown(2000)
