@@ -251,10 +251,8 @@ class ScoringSpanProcessor(SpanProcessor):
                            "unscored and the application is unaffected", span.name, exc_info=True)
         self._export(span)
 
-    def _route_handed(self, item: tuple[ReadableSpan, Any, tuple[bool, ...] | None, Any,
-                                        Any]) -> None:
-        """On the routing thread, for a span ``on_end`` handed over: its model call counted,
-        then ``route``'s work."""
+    def _route_handed(self, item: tuple[ReadableSpan, Any, Any, Any, Any]) -> None:
+        """A span ``on_end`` handed over: its model call counted, then ``route``'s work."""
         span, ctx, sampled, record, agent = item
         try:
             if agent is not _usage.NOT_COUNTED:
@@ -350,7 +348,7 @@ class ScoringSpanProcessor(SpanProcessor):
         buffer = self._buffer
         local_root = span.parent is None or span.parent.is_remote
         try:
-            admitted = self._admit(selected) if selected else []
+            admitted = _admit(self._held, self._counts, selected) if selected else []
             if not admitted:
                 return "passed"
             context: tuple[tuple[Any, ...], tuple[Any, ...]] = ((), ())
@@ -375,21 +373,6 @@ class ScoringSpanProcessor(SpanProcessor):
         self._counts.skips(admitted, "queue_full")
         # A flush or shutdown may have exported it meanwhile (the skip still happened).
         return "passed" if self._held.unhold(held) else "scored"
-
-    def _admit(self, selected: list[Selected]) -> list[Selected]:
-        """Apply the held-span cap, each rule's rate limit and budget (they count at the
-        span's end); skips are counted."""
-        if self._held.full():
-            self._counts.skips(selected, "held_spans_full")
-            return []
-        admitted = []
-        for choice in selected:
-            reason = choice.rule.admit()
-            if reason is None:
-                admitted.append(choice)
-            else:
-                self._counts.skips([choice], reason)
-        return admitted
 
     # -- export --------------------------------------------------------------------------------
     def _export(self, span: ReadableSpan, encoded: int | None = None) -> None:
@@ -494,6 +477,22 @@ class _Counts:
             self.stats.count_export(outcome, spans)
         if self.telemetry is not None:
             self.telemetry.record_export(outcome, spans)
+
+
+def _admit(held: HeldSpans, counts: _Counts, selected: list[Selected]) -> list[Selected]:
+    """Apply the held-span cap, each rule's rate limit and budget (they count at the span's
+    end); skips are counted."""
+    if held.full():
+        counts.skips(selected, "held_spans_full")
+        return []
+    admitted = []
+    for choice in selected:
+        reason = choice.rule.admit()
+        if reason is None:
+            admitted.append(choice)
+        else:
+            counts.skips([choice], reason)
+    return admitted
 
 
 def _request(span: ReadableSpan, ctx: Any, kind: str | None, content: Content,
