@@ -448,9 +448,11 @@ class Scorer(ScorerProtocol):
     @property
     def fingerprint(self) -> str:
         """The evaluator version: 12 hex digits of a hash of the id, the steps (prompts, their
-        output schemas, the code of step functions), the options, the scale and direction, and
-        a context given at creation. The same in every process for the same scorer; another
-        prompt or option gives another value. Recorded on every score as
+        output schemas, the code of step functions and of tracescore's helpers they call), the
+        options, the scale and direction, and a context given at creation. The same in every
+        process for the same scorer; another prompt, option or scoring logic gives another
+        value, while comments, docstrings, layout and where a step function is defined do not
+        count. Recorded on every score as
         ``tracescore.evaluator.version``; the judge model is recorded on its own
         (``tracescore.judge.model``) and is not part of it.
 
