@@ -100,6 +100,10 @@ def share(run):
     return run.analyze_result["polite"] * run.scale
 
 
+def scale(run):  # called by no step: run.scale is an attribute, not this function
+    return 1.0
+
+
 def score(run):
     return share(run)
 
@@ -196,13 +200,18 @@ def test_a_change_to_the_logic_or_a_prompt_gives_another_version(
     assert _version(tmp_path, changed) != _version(tmp_path, MODULE)
 
 
-def test_a_tracescore_helper_a_step_calls_counts_by_its_logic(tmp_path: Path) -> None:
+def test_a_tracescore_helper_a_step_calls_counts_by_its_logic_and_no_other_does(
+    tmp_path: Path,
+) -> None:
     name = "tracescore._evaluator_version_probe"
     base = _version(tmp_path, WITH_HELPER, name)
     commented = WITH_HELPER.replace("def share(run):\n", "def share(run):\n    # scaled\n")
     assert _version(tmp_path, commented, name) == base
     changed = WITH_HELPER.replace("* run.scale", "* run.scale / 2")
     assert _version(tmp_path, changed, name) != base
+    uncalled = WITH_HELPER.replace("return 1.0", "return 2.0")
+    assert uncalled != WITH_HELPER
+    assert _version(tmp_path, uncalled, name) == base
 
 
 def _registered() -> dict[str, str]:

@@ -19,6 +19,7 @@ stand in.
 from __future__ import annotations
 
 import ast
+import dis
 import functools
 import hashlib
 import inspect
@@ -183,15 +184,19 @@ def _dump(node: Any) -> str:
     return repr(node)
 
 
-def _names(code: types.CodeType) -> set[str]:
-    """The global (and attribute) names the code and the code nested in it use."""
+@functools.lru_cache(maxsize=512)
+def _names(code: types.CodeType) -> frozenset[str]:
+    """The global names the code and the code nested in it read. Read from the instructions
+    (``co_names`` also holds attribute names: ``run.score`` is no reference to a ``score``
+    function); only the names enter the hash, never the bytecode."""
     names: set[str] = set()
     stack = [code]
     while stack:
         current = stack.pop()
-        names.update(current.co_names)
+        names.update(str(op.argval) for op in dis.get_instructions(current)
+                     if op.opname in ("LOAD_GLOBAL", "LOAD_NAME"))
         stack.extend(c for c in current.co_consts if isinstance(c, types.CodeType))
-    return names
+    return frozenset(names)
 
 
 def _constants(func: types.FunctionType) -> dict[str, Any]:
