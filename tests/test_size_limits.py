@@ -29,11 +29,7 @@ STILL_OVER = (
     "tracescore/scorers/answer_relevancy.py:create_answer_relevancy_scorer",
     "tracescore/scorers/context_relevance.py:create_context_relevance_scorer",
     "tracescore/scorers/context_precision.py:create_context_precision_scorer",
-    "tracescore/scorers/bias.py:create_bias_scorer",
     "tracescore/scorers/prompt_alignment.py:_preset",
-    "tracescore/scorers/hallucination.py:create_hallucination_scorer",
-    "tracescore/scorers/context_recall.py:create_context_recall_scorer",
-    "tracescore/scorers/toxicity.py:create_toxicity_scorer",
 )
 
 

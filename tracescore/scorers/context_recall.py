@@ -55,6 +55,13 @@ covers: a low score means retrieval missed information the answer needs. Name th
 context does not cover, if any, based on the verdicts given. Do not repeat the formula."""
 
 
+def score(run: ScorerRun) -> float:
+    # The cap only matters if the verdicts outnumber the claims, which validation rejects;
+    # kept so that the score can never exceed the scale.
+    """The share of the ground truth's claims the context covers, times the scale."""
+    return min(1.0, yes_share(run)) * run.scale
+
+
 def create_context_recall_scorer(
     *,
     model: str | Judge | None = None,
@@ -101,11 +108,6 @@ def create_context_recall_scorer(
         ...            context=["Paris is France's capital."]).score  # doctest: +SKIP
         1.0
     """
-
-    def score(run: ScorerRun) -> float:
-        # The cap only matters if the verdicts outnumber the claims, which validation rejects;
-        # kept so that the score can never exceed the scale.
-        return min(1.0, yes_share(run)) * run.scale
 
     return claims_scorer(
         id=SCORER_ID,

@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from tracescore._judge import Judge
-from tracescore.scorers._base import Scorer
+from tracescore.scorers._base import JudgePrompt, Scorer, ScorerRun
 from tracescore.scorers._claims import (
     OUTPUT_CLAIMS,
     claim_verdicts_schema,
@@ -149,6 +149,19 @@ def create_hallucination_scorer(
         return v1_claims_scorer(
             SCORER_ID, description=_DESCRIPTION, model=model, context=context,
             context_extractor=context_extractor, scale=scale, higher_is_better=False)
+    analyze, score, reason = _verdict_steps(chosen)
+    return claims_scorer(
+        id=SCORER_ID, description=_DESCRIPTION, model=model, context=context,
+        context_extractor=context_extractor, scale=scale, requires=("output", "context"),
+        higher_is_better=False, preprocess=OUTPUT_CLAIMS, analyze=analyze,
+        generate_score=score, generate_reason=reason,
+        prompt_set="default" if chosen == DEFAULT_PROMPT_SETS[SCORER_ID] else chosen,
+    )
+
+
+def _verdict_steps(chosen: str) -> tuple[JudgePrompt, Callable[[ScorerRun], float], JudgePrompt]:
+    """The verdicts step, the score and the reason step of the prompt set ``chosen``
+    (``"tracescore-v2"`` or ``"mastra"``)."""
     if chosen == "tracescore-v2":
         analyze, score = FAITHFULNESS_VERDICTS, unsupported_share
         reason = claims_reason_step(instructions=_V2_REASON_INSTRUCTIONS,
@@ -157,18 +170,4 @@ def create_hallucination_scorer(
         analyze, score = _DEFAULT_VERDICTS, scaled_yes_share
         reason = claims_reason_step(instructions=_REASON_INSTRUCTIONS,
                                     name="hallucination_reason", note=" (lower is better)")
-    return claims_scorer(
-        id=SCORER_ID,
-        description=_DESCRIPTION,
-        model=model,
-        context=context,
-        context_extractor=context_extractor,
-        scale=scale,
-        requires=("output", "context"),
-        higher_is_better=False,
-        preprocess=OUTPUT_CLAIMS,
-        analyze=analyze,
-        generate_score=score,
-        generate_reason=reason,
-        prompt_set="default" if chosen == DEFAULT_PROMPT_SETS[SCORER_ID] else chosen,
-    )
+    return analyze, score, reason
