@@ -26,9 +26,6 @@ STILL_OVER = (
     "tracescore/scorers/tone_consistency.py:create_tone_consistency_scorer",
     "tracescore/scorers/completeness.py:create_completeness_scorer",
     "tracescore/scorers/faithfulness_cascade.py:create_faithfulness_cascade_scorer",
-    "tracescore/scorers/answer_relevancy.py:create_answer_relevancy_scorer",
-    "tracescore/scorers/context_relevance.py:create_context_relevance_scorer",
-    "tracescore/scorers/context_precision.py:create_context_precision_scorer",
     "tracescore/scorers/prompt_alignment.py:_preset",
 )
 

@@ -7,6 +7,7 @@ tracescore's own.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any
 
 from pydantic import BaseModel, Field
@@ -91,6 +92,75 @@ Say which statements address the question and which drift away from it; do not j
 truthfulness."""
 
 
+def verdicts_prompt(run: ScorerRun) -> str:
+    """The analyze step's prompt: the question and the answer's statements."""
+    statements = items_of(run, "statements")
+    if not statements:
+        raise NotScorable(
+            "the judge found no statements in the output (an empty reply or a bare refusal)"
+        )
+    return (
+        f"{data_block('question', run.input_text)}\n\n"
+        f"{data_blocks('statement', statements)}\n\n"
+        f"Judge each of the {len(statements)} statements above against the question. "
+        f"Answer with exactly {len(statements)} results, in the same order."
+    )
+
+
+def check_verdicts(parsed: Any, run: ScorerRun) -> None:
+    """One verdict per statement."""
+    check_count(parsed.results, len(items_of(run, "statements")), "results", "statement")
+
+
+def _checked_weight(uncertainty_weight: object) -> float:
+    """``uncertainty_weight`` as a float, checked to be a number in [0, 1].
+
+    Raises:
+        ConfigurationError: it is not.
+    """
+    if (
+        isinstance(uncertainty_weight, bool)
+        or not isinstance(uncertainty_weight, (int, float))
+        or not math.isfinite(uncertainty_weight)
+        or not 0 <= uncertainty_weight <= 1
+    ):
+        raise ConfigurationError(
+            f"uncertainty_weight must be a number in [0, 1], got {uncertainty_weight!r}"
+        )
+    return float(uncertainty_weight)
+
+
+def _weighted_steps(
+    weight: float,
+) -> tuple[Callable[[ScorerRun], float], Callable[[ScorerRun], str]]:
+    """The score and the reason prompt, with the weight ``weight`` of an ``unsure`` verdict."""
+
+    def score(run: ScorerRun) -> float:
+        assert run.analyze_result is not None
+        verdicts = [r["result"] for r in run.analyze_result["results"]]
+        yes = verdicts.count("yes")
+        unsure = verdicts.count("unsure")
+        return (yes + weight * unsure) / len(verdicts) * run.scale
+
+    def reason_prompt(run: ScorerRun) -> str:
+        assert run.analyze_result is not None
+        judged = [
+            {"statement": s, "result": r["result"], "reason": r["reason"]}
+            for s, r in zip(
+                items_of(run, "statements"), run.analyze_result["results"], strict=True
+            )
+        ]
+        return explained(
+            run,
+            data_block("question", run.input_text),
+            data_block("answer", run.output_text),
+            json_block("verdicts", judged),
+            note=f" (an unsure verdict counts {weight:g})",
+        )
+
+    return score, reason_prompt
+
+
 def create_answer_relevancy_scorer(
     *,
     model: str | Judge | None = None,
@@ -133,57 +203,9 @@ def create_answer_relevancy_scorer(
         >>> result.score  # doctest: +SKIP
         1.0
     """
-    if (
-        isinstance(uncertainty_weight, bool)
-        or not isinstance(uncertainty_weight, (int, float))
-        or not math.isfinite(uncertainty_weight)
-        or not 0 <= uncertainty_weight <= 1
-    ):
-        raise ConfigurationError(
-            f"uncertainty_weight must be a number in [0, 1], got {uncertainty_weight!r}"
-        )
+    weight = _checked_weight(uncertainty_weight)
     check_scale(scale)
-    weight = float(uncertainty_weight)
-
-    def verdicts_prompt(run: ScorerRun) -> str:
-        statements = items_of(run, "statements")
-        if not statements:
-            raise NotScorable(
-                "the judge found no statements in the output (an empty reply or a bare refusal)"
-            )
-        return (
-            f"{data_block('question', run.input_text)}\n\n"
-            f"{data_blocks('statement', statements)}\n\n"
-            f"Judge each of the {len(statements)} statements above against the question. "
-            f"Answer with exactly {len(statements)} results, in the same order."
-        )
-
-    def check_verdicts(parsed: Any, run: ScorerRun) -> None:
-        check_count(parsed.results, len(items_of(run, "statements")), "results", "statement")
-
-    def score(run: ScorerRun) -> float:
-        assert run.analyze_result is not None
-        verdicts = [r["result"] for r in run.analyze_result["results"]]
-        yes = verdicts.count("yes")
-        unsure = verdicts.count("unsure")
-        return (yes + weight * unsure) / len(verdicts) * run.scale
-
-    def reason_prompt(run: ScorerRun) -> str:
-        assert run.analyze_result is not None
-        judged = [
-            {"statement": s, "result": r["result"], "reason": r["reason"]}
-            for s, r in zip(
-                items_of(run, "statements"), run.analyze_result["results"], strict=True
-            )
-        ]
-        return explained(
-            run,
-            data_block("question", run.input_text),
-            data_block("answer", run.output_text),
-            json_block("verdicts", judged),
-            note=f" (an unsure verdict counts {weight:g})",
-        )
-
+    score, reason_prompt = _weighted_steps(weight)
     return judge_scorer(
         id=SCORER_ID,
         description="How much of the answer addresses the question (relevance, not truth).",

@@ -11,7 +11,6 @@ from typing import Any
 
 from pydantic import Field
 
-from tracescore._core.errors import ConfigurationError
 from tracescore._judge import Judge
 from tracescore.scorers._base import (
     JudgePrompt,
@@ -21,6 +20,7 @@ from tracescore.scorers._base import (
     check_reason_mode,
     check_scale,
 )
+from tracescore.scorers._claims import check_context_option
 from tracescore.scorers._common import check_count, context_options
 from tracescore.scorers._preset import explained, json_block, judge_scorer, verdicts_schema
 from tracescore.scorers._prompt import data_block, data_blocks
@@ -146,6 +146,43 @@ def in_context_order(verdicts: Sequence[Mapping[str, Any]]) -> list[Mapping[str,
     return sorted(verdicts, key=lambda verdict: int(verdict["context_index"]))
 
 
+def verdicts_prompt(run: ScorerRun) -> str:
+    """The analyze step's prompt: the question, the answer and the numbered context pieces."""
+    pieces = run.context or []
+    return (
+        f"{data_block('question', run.input_text)}\n\n"
+        f"{data_block('answer', run.output_text)}\n\n"
+        f"{data_blocks('context', pieces)}\n\n"
+        f"Judge each of the {len(pieces)} context pieces above. Answer with exactly "
+        f"{len(pieces)} verdicts, in the same order."
+    )
+
+
+def check_verdicts(parsed: Any, run: ScorerRun) -> None:
+    """One verdict per context piece, each piece's index once."""
+    pieces = len(run.context or [])
+    check_count(parsed.verdicts, pieces, "verdicts", "context piece")
+    check_context_indices([v.context_index for v in parsed.verdicts], pieces)
+
+
+def score(run: ScorerRun) -> float:
+    """The mean average precision of the verdicts in context order, times the scale."""
+    assert run.analyze_result is not None
+    verdicts = [v["verdict"] for v in in_context_order(run.analyze_result["verdicts"])]
+    return mean_average_precision(verdicts) * run.scale
+
+
+def reason_prompt(run: ScorerRun) -> str:
+    """The reason step's prompt: the question, the answer, the verdicts and the score."""
+    assert run.analyze_result is not None
+    return explained(
+        run,
+        data_block("question", run.input_text),
+        data_block("answer", run.output_text),
+        json_block("verdicts", in_context_order(run.analyze_result["verdicts"])),
+    )
+
+
 def create_context_precision_scorer(
     *,
     model: str | Judge | None = None,
@@ -203,51 +240,13 @@ def create_context_precision_scorer(
     """
     check_scale(scale)
     check_reason_mode(reason)
-    if context is not None and (
-        isinstance(context, (str, bytes)) or not isinstance(context, Sequence)
-    ):
-        raise ConfigurationError(
-            f"context must be a list of strings or documents, got {type(context).__name__}"
-        )
-
-    def verdicts_prompt(run: ScorerRun) -> str:
-        pieces = run.context or []
-        return (
-            f"{data_block('question', run.input_text)}\n\n"
-            f"{data_block('answer', run.output_text)}\n\n"
-            f"{data_blocks('context', pieces)}\n\n"
-            f"Judge each of the {len(pieces)} context pieces above. Answer with exactly "
-            f"{len(pieces)} verdicts, in the same order."
-        )
-
-    def check_verdicts(parsed: Any, run: ScorerRun) -> None:
-        pieces = len(run.context or [])
-        check_count(parsed.verdicts, pieces, "verdicts", "context piece")
-        check_context_indices([v.context_index for v in parsed.verdicts], pieces)
-
-    def score(run: ScorerRun) -> float:
-        assert run.analyze_result is not None
-        verdicts = [v["verdict"] for v in in_context_order(run.analyze_result["verdicts"])]
-        return mean_average_precision(verdicts) * run.scale
-
-    def reason_prompt(run: ScorerRun) -> str:
-        assert run.analyze_result is not None
-        return explained(
-            run,
-            data_block("question", run.input_text),
-            data_block("answer", run.output_text),
-            json_block("verdicts", in_context_order(run.analyze_result["verdicts"])),
-        )
+    check_context_option(context)
 
     return judge_scorer(
         id=SCORER_ID,
         description="Whether the context pieces were useful for the answer, useful ones first.",
-        model=model,
-        requires=("input", "output", "context"),
-        uses_context=True,
-        context=context,
-        context_extractor=context_extractor,
-        scale=scale,
+        model=model, requires=("input", "output", "context"), uses_context=True,
+        context=context, context_extractor=context_extractor, scale=scale,
         analyze=JudgePrompt(
             instructions=_VERDICTS_INSTRUCTIONS,
             prompt=verdicts_prompt,

@@ -148,6 +148,50 @@ def context_relevance_score(
     return max(0.0, base - usage_penalty - missing_penalty)
 
 
+def evaluations_prompt(run: ScorerRun) -> str:
+    """The analyze step's prompt: the question, the answer and the numbered context pieces."""
+    pieces = run.context or []
+    return (
+        f"{data_block('question', run.input_text)}\n\n"
+        f"{data_block('answer', run.output_text)}\n\n"
+        f"{data_blocks('context', pieces)}\n\n"
+        f"Evaluate each of the {len(pieces)} context pieces above. Answer with exactly "
+        f"{len(pieces)} evaluations, in the same order, and the missing context."
+    )
+
+
+def check_evaluations(parsed: ContextEvaluations, run: ScorerRun) -> None:
+    """One evaluation per context piece."""
+    check_count(parsed.evaluations, len(run.context or []), "evaluations", "context piece")
+
+
+def reason_prompt(run: ScorerRun) -> str:
+    """The reason step's prompt: the question, the answer, the evaluations and the score."""
+    return explained(
+        run,
+        data_block("question", run.input_text),
+        data_block("answer", run.output_text),
+        json_block("evaluations", run.analyze_result),
+    )
+
+
+def _score_step(merged: Mapping[str, float]) -> Callable[[ScorerRun], float]:
+    """The score step, with the effective penalties ``merged``."""
+
+    def score(run: ScorerRun) -> float:
+        assert run.analyze_result is not None
+        return (
+            context_relevance_score(
+                run.analyze_result["evaluations"],
+                len(run.analyze_result["missing_context"]),
+                merged,
+            )
+            * run.scale
+        )
+
+    return score
+
+
 def create_context_relevance_scorer(
     *,
     model: str | Judge | None = None,
@@ -204,49 +248,12 @@ def create_context_relevance_scorer(
     check_scale(scale)
     check_context_option(context)
     merged = _check_penalties(penalties)
-
-    def evaluations_prompt(run: ScorerRun) -> str:
-        pieces = run.context or []
-        return (
-            f"{data_block('question', run.input_text)}\n\n"
-            f"{data_block('answer', run.output_text)}\n\n"
-            f"{data_blocks('context', pieces)}\n\n"
-            f"Evaluate each of the {len(pieces)} context pieces above. Answer with exactly "
-            f"{len(pieces)} evaluations, in the same order, and the missing context."
-        )
-
-    def check_evaluations(parsed: ContextEvaluations, run: ScorerRun) -> None:
-        check_count(parsed.evaluations, len(run.context or []), "evaluations", "context piece")
-
-    def score(run: ScorerRun) -> float:
-        assert run.analyze_result is not None
-        return (
-            context_relevance_score(
-                run.analyze_result["evaluations"],
-                len(run.analyze_result["missing_context"]),
-                merged,
-            )
-            * run.scale
-        )
-
-    def reason_prompt(run: ScorerRun) -> str:
-        return explained(
-            run,
-            data_block("question", run.input_text),
-            data_block("answer", run.output_text),
-            json_block("evaluations", run.analyze_result),
-        )
-
     return judge_scorer(
         id=SCORER_ID,
         description="How relevant the context pieces are to the question and how well the "
         "answer used them.",
-        model=model,
-        requires=("input", "output", "context"),
-        uses_context=True,
-        context=context,
-        context_extractor=context_extractor,
-        scale=scale,
+        model=model, requires=("input", "output", "context"), uses_context=True,
+        context=context, context_extractor=context_extractor, scale=scale,
         analyze=JudgePrompt(
             instructions=_EVALUATIONS_INSTRUCTIONS,
             prompt=evaluations_prompt,
@@ -254,13 +261,10 @@ def create_context_relevance_scorer(
             name="context_relevance_evaluations",
             validate=check_evaluations,
         ),
-        generate_score=score,
+        generate_score=_score_step(merged),
         reason_instructions=_REASON_INSTRUCTIONS,
         reason_prompt=reason_prompt,
-        options={
-            "context": None if context is None else list(context),
-            "context_extractor": context_extractor,
-            "penalties": merged,
-            "scale": float(scale),
-        },
+        options={"context": None if context is None else list(context),
+                 "context_extractor": context_extractor, "penalties": merged,
+                 "scale": float(scale)},
     )
