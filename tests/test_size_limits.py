@@ -23,9 +23,6 @@ STILL_OVER = (
     "tracescore/scorers/summarization.py:create_summarization_scorer",
     "tracescore/scorers/tool_call_accuracy.py:create_tool_call_accuracy_scorer_llm",
     "tracescore/scorers/tool_call_accuracy_code.py:create_tool_call_accuracy_scorer_code",
-    "tracescore/scorers/tone_consistency.py:create_tone_consistency_scorer",
-    "tracescore/scorers/completeness.py:create_completeness_scorer",
-    "tracescore/scorers/faithfulness_cascade.py:create_faithfulness_cascade_scorer",
     "tracescore/scorers/prompt_alignment.py:_preset",
 )
 

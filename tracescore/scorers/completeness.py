@@ -248,6 +248,76 @@ def _lemmatizer(language: str) -> Callable[[str], str]:
     return lemmatize
 
 
+def _checked_lemmatizer(language: object) -> Callable[[str], str]:
+    """The base-form function of ``language``, its dictionary loaded now, so that a bad code
+    fails when the scorer is made, not at scoring.
+
+    Raises:
+        ConfigurationError: simplemma is not installed or does not know ``language``.
+    """
+    try:
+        import simplemma
+    except ImportError as exc:  # pragma: no cover - simplemma is a dependency of tracescore
+        raise ConfigurationError(
+            "the completeness scorer needs simplemma: pip install 'simplemma>=1,<3'"
+        ) from exc
+    try:
+        if not isinstance(language, str):
+            raise ValueError(language)
+        simplemma.lemmatize("words", lang=language)
+    except ValueError:
+        raise ConfigurationError(
+            f"language must be a language code simplemma supports, such as 'en' or 'de', "
+            f"got {language!r}"
+        ) from None
+    return _lemmatizer(language)
+
+
+def analyze(run: ScorerRun) -> dict[str, list[str]]:
+    """The covered and missing input words (surface forms), in input order."""
+    assert run.preprocess_result is not None
+    result = run.preprocess_result
+    available = list(dict.fromkeys(result["output_words"] + result["output_lemmas"]))
+    pairs = list(zip(result["input_words"], result["input_lemmas"], strict=True))
+    forms = list(dict.fromkeys(f for pair in pairs for f in pair))
+    hit = set(covered_words(forms, available))
+    covered = [surface for surface, lemma in pairs if surface in hit or lemma in hit]
+    covered_set = set(covered)
+    return {
+        "covered_words": covered,
+        "missing_words": [w for w, _ in pairs if w not in covered_set],
+    }
+
+
+def score(run: ScorerRun) -> float:
+    """The share of covered input words (1 or 0 for an input without words)."""
+    assert run.preprocess_result is not None and run.analyze_result is not None
+    total = len(run.preprocess_result["input_words"])
+    if total == 0:
+        return 0.0 if run.preprocess_result["output_words"] else 1.0
+    return len(run.analyze_result["covered_words"]) / total
+
+
+def reason(run: ScorerRun) -> str:
+    """How many input words the output covers, and the first missing ones."""
+    assert run.preprocess_result is not None and run.analyze_result is not None
+    total = len(run.preprocess_result["input_words"])
+    if total == 0:
+        if run.preprocess_result["output_words"]:
+            return "The input has no words to cover, but the output has words."
+        return "Neither the input nor the output has words."
+    covered = len(run.analyze_result["covered_words"])
+    text = f"{covered} of {total} input words found in the output"
+    if not run.output_text.strip():
+        text = f"The output is empty: {text}"
+    missing = run.analyze_result["missing_words"]
+    if missing:
+        listed = ", ".join(missing[:_MAX_LISTED])
+        more = f" and {len(missing) - _MAX_LISTED} more" if len(missing) > _MAX_LISTED else ""
+        text += f"; missing: {listed}{more}"
+    return text + "."
+
+
 def create_completeness_scorer(*, language: str = "en") -> Scorer:
     """Score how many of the input's words the output covers.
 
@@ -296,23 +366,7 @@ def create_completeness_scorer(*, language: str = "en") -> Scorer:
         >>> round(scorer.run(input="Which cats ran?", output="The cat runs.").score, 2)
         0.67
     """
-    try:
-        import simplemma
-    except ImportError as exc:  # pragma: no cover - simplemma is a dependency of tracescore
-        raise ConfigurationError(
-            "the completeness scorer needs simplemma: pip install 'simplemma>=1,<3'"
-        ) from exc
-    try:
-        if not isinstance(language, str):
-            raise ValueError(language)
-        # Loads the language's dictionary now, so that a bad code fails here, not at scoring.
-        simplemma.lemmatize("words", lang=language)
-    except ValueError:
-        raise ConfigurationError(
-            f"language must be a language code simplemma supports, such as 'en' or 'de', "
-            f"got {language!r}"
-        ) from None
-    lemmatize = _lemmatizer(language)
+    lemmatize = _checked_lemmatizer(language)
 
     def preprocess(run: ScorerRun) -> dict[str, list[str]]:
         wanted = _forms(run.input_text, lemmatize)
@@ -323,45 +377,6 @@ def create_completeness_scorer(*, language: str = "en") -> Scorer:
             "output_words": [surface for surface, _ in given],
             "output_lemmas": [lemma for _, lemma in given],
         }
-
-    def analyze(run: ScorerRun) -> dict[str, list[str]]:
-        assert run.preprocess_result is not None
-        result = run.preprocess_result
-        available = list(dict.fromkeys(result["output_words"] + result["output_lemmas"]))
-        pairs = list(zip(result["input_words"], result["input_lemmas"], strict=True))
-        forms = list(dict.fromkeys(f for pair in pairs for f in pair))
-        hit = set(covered_words(forms, available))
-        covered = [surface for surface, lemma in pairs if surface in hit or lemma in hit]
-        covered_set = set(covered)
-        return {
-            "covered_words": covered,
-            "missing_words": [w for w, _ in pairs if w not in covered_set],
-        }
-
-    def score(run: ScorerRun) -> float:
-        assert run.preprocess_result is not None and run.analyze_result is not None
-        total = len(run.preprocess_result["input_words"])
-        if total == 0:
-            return 0.0 if run.preprocess_result["output_words"] else 1.0
-        return len(run.analyze_result["covered_words"]) / total
-
-    def reason(run: ScorerRun) -> str:
-        assert run.preprocess_result is not None and run.analyze_result is not None
-        total = len(run.preprocess_result["input_words"])
-        if total == 0:
-            if run.preprocess_result["output_words"]:
-                return "The input has no words to cover, but the output has words."
-            return "Neither the input nor the output has words."
-        covered = len(run.analyze_result["covered_words"])
-        text = f"{covered} of {total} input words found in the output"
-        if not run.output_text.strip():
-            text = f"The output is empty: {text}"
-        missing = run.analyze_result["missing_words"]
-        if missing:
-            listed = ", ".join(missing[:_MAX_LISTED])
-            more = f" and {len(missing) - _MAX_LISTED} more" if len(missing) > _MAX_LISTED else ""
-            text += f"; missing: {listed}{more}"
-        return text + "."
 
     return Scorer(
         id=SCORER_ID,

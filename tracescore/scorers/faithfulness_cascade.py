@@ -42,6 +42,58 @@ def _check_band(band: object) -> tuple[float, float]:
     return float(band[0]), float(band[1])
 
 
+def _steps(check: Any, low: float, high: float) -> tuple[
+    Callable[[ScorerRun], str], Callable[[ScorerRun], str], Callable[[ScorerRun], float],
+    Callable[[ScorerRun], str],
+]:
+    """The cascade's claims and verdicts prompts (no judge call when the support check
+    ``check`` decided: its probability outside ``low``-``high``), its score and its reason."""
+
+    def probability(run: ScorerRun) -> float:
+        return check.probability(run.output_text, run.context or [], run.input_text)
+
+    def decided(run: ScorerRun) -> float | None:
+        p = probability(run)
+        return p if p <= low or p >= high else None
+
+    def claims_prompt(run: ScorerRun) -> str:
+        p = decided(run)
+        if p is not None:
+            raise SkipJudge({"claims": [], "support_check": p})
+        return OUTPUT_CLAIMS.render(run)
+
+    def verdicts_prompt(run: ScorerRun) -> str:
+        if decided(run) is not None:
+            raise SkipJudge({"verdicts": []})
+        return FAITHFULNESS_VERDICTS.render(run)
+
+    def score(run: ScorerRun) -> float:
+        p = decided(run)
+        return p * run.scale if p is not None else scaled_yes_share(run)
+
+    def reason(run: ScorerRun) -> str:
+        p = probability(run)
+        if decided(run) is not None:
+            verdict = "supported" if p >= 0.5 else "not supported"
+            return (f"The lexical support check gave {p:.2f} ({verdict}), outside "
+                    f"{low:.2f}-{high:.2f}: no judge call.")
+        assert run.preprocess_result is not None and run.analyze_result is not None
+        claims = run.preprocess_result["claims"]
+        verdicts = run.analyze_result["verdicts"]
+        supported = sum(1 for v in verdicts if v["verdict"] == "yes")
+        text = (f"The lexical support check gave {p:.2f}, unsure ({low:.2f}-{high:.2f}); the "
+                f"judge found {supported} of {len(claims)} claims supported by the context.")
+        missing = [(c, v) for c, v in zip(claims, verdicts, strict=True) if v["verdict"] != "yes"]
+        for claim, v in missing[:_MAX_LISTED]:
+            kind = "contradicted" if v["verdict"] == "no" else "not in the context"
+            text += f" {kind.capitalize()}: \"{claim}\" ({v['reason'].strip()})"
+        if len(missing) > _MAX_LISTED:
+            text += f" And {len(missing) - _MAX_LISTED} more."
+        return text
+
+    return claims_prompt, verdicts_prompt, score, reason
+
+
 def create_faithfulness_cascade_scorer(
     *,
     model: str | Judge | None = None,
@@ -106,49 +158,7 @@ def create_faithfulness_cascade_scorer(
     check_context_option(context)
     check = support_model()
     low, high = _check_band(check.band if band is None else band)
-
-    def probability(run: ScorerRun) -> float:
-        return check.probability(run.output_text, run.context or [], run.input_text)
-
-    def decided(run: ScorerRun) -> float | None:
-        p = probability(run)
-        return p if p <= low or p >= high else None
-
-    def claims_prompt(run: ScorerRun) -> str:
-        p = decided(run)
-        if p is not None:
-            raise SkipJudge({"claims": [], "support_check": p})
-        return OUTPUT_CLAIMS.render(run)
-
-    def verdicts_prompt(run: ScorerRun) -> str:
-        if decided(run) is not None:
-            raise SkipJudge({"verdicts": []})
-        return FAITHFULNESS_VERDICTS.render(run)
-
-    def score(run: ScorerRun) -> float:
-        p = decided(run)
-        return p * run.scale if p is not None else scaled_yes_share(run)
-
-    def reason(run: ScorerRun) -> str:
-        p = probability(run)
-        if decided(run) is not None:
-            verdict = "supported" if p >= 0.5 else "not supported"
-            return (f"The lexical support check gave {p:.2f} ({verdict}), outside "
-                    f"{low:.2f}-{high:.2f}: no judge call.")
-        assert run.preprocess_result is not None and run.analyze_result is not None
-        claims = run.preprocess_result["claims"]
-        verdicts = run.analyze_result["verdicts"]
-        supported = sum(1 for v in verdicts if v["verdict"] == "yes")
-        text = (f"The lexical support check gave {p:.2f}, unsure ({low:.2f}-{high:.2f}); the "
-                f"judge found {supported} of {len(claims)} claims supported by the context.")
-        missing = [(c, v) for c, v in zip(claims, verdicts, strict=True) if v["verdict"] != "yes"]
-        for claim, v in missing[:_MAX_LISTED]:
-            kind = "contradicted" if v["verdict"] == "no" else "not in the context"
-            text += f" {kind.capitalize()}: \"{claim}\" ({v['reason'].strip()})"
-        if len(missing) > _MAX_LISTED:
-            text += f" And {len(missing) - _MAX_LISTED} more."
-        return text
-
+    claims_prompt, verdicts_prompt, score, reason = _steps(check, low, high)
     options = context_options(context, context_extractor, scale)
     options.update(band=(low, high), check=f"support-check-v1-{check.digest}")
     return Scorer(
@@ -159,9 +169,6 @@ def create_faithfulness_cascade_scorer(
         analyze=dataclasses.replace(FAITHFULNESS_VERDICTS, prompt=verdicts_prompt),
         generate_score=score,
         generate_reason=reason,
-        requires=("output", "context"),
-        context=context,
-        context_extractor=context_extractor,
-        scale=scale,
-        options=options,
+        requires=("output", "context"), context=context, context_extractor=context_extractor,
+        scale=scale, options=options,
     )

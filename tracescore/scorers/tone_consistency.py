@@ -26,7 +26,7 @@ import math
 import re
 import statistics
 import unicodedata
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -162,6 +162,82 @@ def sentence_comparatives(text: str) -> list[float]:
     return comparatives
 
 
+def score(run: ScorerRun) -> float:
+    """One minus the tone difference to the reference, or minus the sentences' variance."""
+    assert run.preprocess_result is not None
+    result = run.preprocess_result
+    if result.get("empty_output"):
+        return 0.0
+    spread = result["difference"] if result["mode"] == "reference" else result["variance"]
+    return max(0.0, 1.0 - float(spread))
+
+
+def reason(run: ScorerRun) -> str:
+    """The sentiments and their difference, or the sentences' mean and variance."""
+    assert run.preprocess_result is not None
+    result = run.preprocess_result
+    if result.get("empty_output"):
+        return "The output is empty: it has none of the reference's tone."
+    if result["mode"] == "reference":
+        return (
+            f"The output's sentiment per word is {result['output_comparative']:.3g}, the "
+            f"reference tone's {result['reference_comparative']:.3g}: a difference of "
+            f"{result['difference']:.3g}."
+        )
+    count = len(result["sentence_comparatives"])
+    return (
+        f"Across {count} sentence{'s' if count != 1 else ''}, the sentiment per word "
+        f"averages {result['mean_comparative']:.3g} with a variance of "
+        f"{result['variance']:.3g}."
+    )
+
+
+def _preprocess_step(reference_tone: str | None) -> Callable[[ScorerRun], dict[str, Any]]:
+    """The first step: the output's sentiment against the reference tone (a run's
+    ``reference_tone``, else the factory's ``reference_tone``), or per sentence."""
+
+    def reference_of(run: ScorerRun) -> str | None:
+        given = run.extra.get("reference_tone")
+        if given is not None and not isinstance(given, str):
+            raise NotScorable(f"reference_tone must be a text, got {type(given).__name__}")
+        return given if given and given.strip() else reference_tone
+
+    def preprocess(run: ScorerRun) -> dict[str, Any]:
+        reference = reference_of(run)
+        if not run.output_text.strip():
+            if reference is None:
+                raise NotScorable("the output is empty and there is no reference tone: there "
+                                  "is no tone to read")
+            return {"mode": "reference", "empty_output": True}
+        output_comparative, _, rated = sentiment_of(run.output_text)
+        if not rated:
+            raise NotScorable("no word or emoji of the output is in the sentiment lexicon "
+                              "(AFINN-165, English): its tone cannot be read")
+        if reference is not None:
+            reference_comparative, _, reference_rated = sentiment_of(reference)
+            if not reference_rated:
+                raise NotScorable("no word or emoji of the reference tone is in the sentiment "
+                                  "lexicon (AFINN-165, English): its tone cannot be read")
+            return {
+                "mode": "reference",
+                "output_comparative": output_comparative,
+                "reference_comparative": reference_comparative,
+                "difference": abs(output_comparative - reference_comparative),
+            }
+        comparatives = sentence_comparatives(run.output_text)
+        mean = statistics.fmean(comparatives)
+        return {
+            "mode": "stability",
+            "sentence_comparatives": comparatives,
+            "mean_comparative": mean,
+            # Population variance in floats: statistics.pvariance computes it in exact
+            # fractions, ~100 times slower, which a text of many short sentences notices.
+            "variance": math.fsum((c - mean) ** 2 for c in comparatives) / len(comparatives),
+        }
+
+    return preprocess
+
+
 def create_tone_consistency_scorer(*, reference_tone: str | None = None) -> Scorer:
     """Score whether the output keeps a steady tone, or the tone of a reference text.
 
@@ -222,72 +298,7 @@ def create_tone_consistency_scorer(*, reference_tone: str | None = None) -> Scor
         )
     _data_dir("afinn")  # fail early when the lexicon's packages are missing
     _data_dir("emosent")
-
-    def reference_of(run: ScorerRun) -> str | None:
-        given = run.extra.get("reference_tone")
-        if given is not None and not isinstance(given, str):
-            raise NotScorable(f"reference_tone must be a text, got {type(given).__name__}")
-        return given if given and given.strip() else reference_tone
-
-    def preprocess(run: ScorerRun) -> dict[str, Any]:
-        reference = reference_of(run)
-        if not run.output_text.strip():
-            if reference is None:
-                raise NotScorable("the output is empty and there is no reference tone: there "
-                                  "is no tone to read")
-            return {"mode": "reference", "empty_output": True}
-        output_comparative, _, rated = sentiment_of(run.output_text)
-        if not rated:
-            raise NotScorable("no word or emoji of the output is in the sentiment lexicon "
-                              "(AFINN-165, English): its tone cannot be read")
-        if reference is not None:
-            reference_comparative, _, reference_rated = sentiment_of(reference)
-            if not reference_rated:
-                raise NotScorable("no word or emoji of the reference tone is in the sentiment "
-                                  "lexicon (AFINN-165, English): its tone cannot be read")
-            return {
-                "mode": "reference",
-                "output_comparative": output_comparative,
-                "reference_comparative": reference_comparative,
-                "difference": abs(output_comparative - reference_comparative),
-            }
-        comparatives = sentence_comparatives(run.output_text)
-        mean = statistics.fmean(comparatives)
-        return {
-            "mode": "stability",
-            "sentence_comparatives": comparatives,
-            "mean_comparative": mean,
-            # Population variance in floats: statistics.pvariance computes it in exact
-            # fractions, ~100 times slower, which a text of many short sentences notices.
-            "variance": math.fsum((c - mean) ** 2 for c in comparatives) / len(comparatives),
-        }
-
-    def score(run: ScorerRun) -> float:
-        assert run.preprocess_result is not None
-        result = run.preprocess_result
-        if result.get("empty_output"):
-            return 0.0
-        spread = result["difference"] if result["mode"] == "reference" else result["variance"]
-        return max(0.0, 1.0 - float(spread))
-
-    def reason(run: ScorerRun) -> str:
-        assert run.preprocess_result is not None
-        result = run.preprocess_result
-        if result.get("empty_output"):
-            return "The output is empty: it has none of the reference's tone."
-        if result["mode"] == "reference":
-            return (
-                f"The output's sentiment per word is {result['output_comparative']:.3g}, the "
-                f"reference tone's {result['reference_comparative']:.3g}: a difference of "
-                f"{result['difference']:.3g}."
-            )
-        count = len(result["sentence_comparatives"])
-        return (
-            f"Across {count} sentence{'s' if count != 1 else ''}, the sentiment per word "
-            f"averages {result['mean_comparative']:.3g} with a variance of "
-            f"{result['variance']:.3g}."
-        )
-
+    preprocess = _preprocess_step(reference_tone)
     return Scorer(
         id=SCORER_ID,
         description="Whether the output's tone is steady, or matches a reference tone.",
