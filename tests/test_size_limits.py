@@ -21,8 +21,6 @@ STILL_OVER = (
     "tracescore/scorers/noise_sensitivity.py:create_noise_sensitivity_scorer",
     "tracescore/scorers/answer_similarity.py:create_answer_similarity_scorer",
     "tracescore/scorers/summarization.py:create_summarization_scorer",
-    "tracescore/scorers/tool_call_accuracy.py:create_tool_call_accuracy_scorer_llm",
-    "tracescore/scorers/tool_call_accuracy_code.py:create_tool_call_accuracy_scorer_code",
     "tracescore/scorers/prompt_alignment.py:_preset",
 )
 

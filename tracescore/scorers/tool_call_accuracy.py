@@ -9,7 +9,7 @@ share a ``gen_ai.evaluation.name``.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from pydantic import BaseModel, Field
@@ -169,58 +169,33 @@ def _call_text(call: Mapping[str, Any]) -> str:
     return json.dumps(shown, ensure_ascii=False, indent=1, default=plain_text)
 
 
-def create_tool_call_accuracy_scorer_llm(
-    *,
-    model: str | Judge | None = None,
-    available_tools: Sequence[Any] | None = None,
-    scale: float = 1,
-) -> Scorer:
-    """Score whether the tools an agent called were the right ones for the request (LLM judge).
+def score(run: ScorerRun) -> float:
+    """The share of appropriate calls, times the scale (no call: the scale, unless tools
+    were missing)."""
+    assert run.analyze_result is not None
+    evaluations = run.analyze_result["evaluations"]
+    if not evaluations:
+        # Nothing called: right when nothing was needed.
+        return 0.0 if run.analyze_result["missing_tools"] else run.scale
+    appropriate = sum(1 for e in evaluations if e["was_appropriate"])
+    return appropriate / len(evaluations) * run.scale
 
-    A preprocess step (no judge call) records the names of the tools called
-    (``preprocess_step_result``: ``{"tools_called": [...]}``). Two judge calls: given the
-    request, the available tools and each call (name, arguments, result), the judge marks each
-    call appropriate or not and lists the available tools that should have been called but
-    were not (``analyze_step_result``: ``{"evaluations": [{"tool_called", "was_appropriate",
-    "reasoning"}], "missing_tools": [...]}``, one evaluation per call, in call order); then a
-    reason is written.
 
-    Score (from the Mastra evals' LLM tool-call-accuracy):
-    ``appropriate / evaluated * scale``; when no call was evaluated (the agent called no tool),
-    0 if the judge found missing tools, else ``scale``. Rounded to 2 decimals half up.
+def reason_prompt(run: ScorerRun) -> str:
+    """The reason step's prompt: the question, the evaluations and the score."""
+    return explained(
+        run,
+        data_block("question", run.input_text),
+        json_block("evaluations", run.analyze_result),
+    )
 
-    Tool calls: ``run(tool_calls=[{"name", "arguments", "result"}, ...])``, else the OpenAI-style
-    ``tool_calls`` of the assistant messages in ``output``. In a ``ScoringRule``, the calls made
-    by the ``@tracescore.tool`` spans under the scored span, in call order (an empty list when
-    there were none, which is scored too).
 
-    Not scorable (no judge call): no tool-call information at all (``tool_calls`` not given and
-    no message list as output), or an input without a question.
-
-    Args:
-        model: the judge: a litellm model string, a ``tracescore.Judge``, or ``None`` for the
-            configured judge (``configure(judge=...)``, else ``TRACESCORE_JUDGE_MODEL``).
-        available_tools: the tools the agent could call (required): dicts with ``name`` and
-            ``description`` (optionally ``parameters``), OpenAI function tools, or objects with
-            ``name``/``description`` attributes. See ``normalise_available_tools``.
-        scale: maximum score, > 0. Default 1.
-
-    Returns:
-        A ``Scorer`` with id ``tool-call-accuracy``.
-
-    Raises:
-        ConfigurationError: ``available_tools`` is missing or malformed, ``scale`` is out of
-            range, or ``model`` is invalid.
-
-    Examples:
-        >>> scorer = create_tool_call_accuracy_scorer_llm(model="openai/gpt-4o-mini",
-        ...     available_tools=[{"name": "get_weather", "description": "Weather for a city"}])
-        >>> scorer.run(input="Weather in Oslo?", output="It is 3 °C.", tool_calls=[
-        ...     {"name": "get_weather", "arguments": {"city": "Oslo"}}]).score  # doctest: +SKIP
-        1.0
-    """
-    tools = normalise_available_tools(available_tools)
-    check_scale(scale)
+def _steps(tools: list[dict[str, Any]]) -> tuple[
+    Callable[[ScorerRun], dict[str, Any]], Callable[[ScorerRun], str],
+    Callable[[ToolEvaluations, ScorerRun], None],
+]:
+    """The steps that read the available tools ``tools``: the called tools, the evaluations
+    prompt and its check."""
     tool_names = {t["name"].lower() for t in tools}
     tools_text = [json.dumps(t, ensure_ascii=False, indent=1, default=plain_text) for t in tools]
 
@@ -277,22 +252,62 @@ def create_tool_call_accuracy_scorer_llm(
                 f"{' and more' if len(unknown) > _MAX_QUOTED else ''}"
             )
 
-    def score(run: ScorerRun) -> float:
-        assert run.analyze_result is not None
-        evaluations = run.analyze_result["evaluations"]
-        if not evaluations:
-            # Nothing called: right when nothing was needed.
-            return 0.0 if run.analyze_result["missing_tools"] else run.scale
-        appropriate = sum(1 for e in evaluations if e["was_appropriate"])
-        return appropriate / len(evaluations) * run.scale
+    return preprocess, evaluations_prompt, check_evaluations
 
-    def reason_prompt(run: ScorerRun) -> str:
-        return explained(
-            run,
-            data_block("question", run.input_text),
-            json_block("evaluations", run.analyze_result),
-        )
 
+def create_tool_call_accuracy_scorer_llm(
+    *,
+    model: str | Judge | None = None,
+    available_tools: Sequence[Any] | None = None,
+    scale: float = 1,
+) -> Scorer:
+    """Score whether the tools an agent called were the right ones for the request (LLM judge).
+
+    A preprocess step (no judge call) records the names of the tools called
+    (``preprocess_step_result``: ``{"tools_called": [...]}``). Two judge calls: given the
+    request, the available tools and each call (name, arguments, result), the judge marks each
+    call appropriate or not and lists the available tools that should have been called but
+    were not (``analyze_step_result``: ``{"evaluations": [{"tool_called", "was_appropriate",
+    "reasoning"}], "missing_tools": [...]}``, one evaluation per call, in call order); then a
+    reason is written.
+
+    Score (from the Mastra evals' LLM tool-call-accuracy):
+    ``appropriate / evaluated * scale``; when no call was evaluated (the agent called no tool),
+    0 if the judge found missing tools, else ``scale``. Rounded to 2 decimals half up.
+
+    Tool calls: ``run(tool_calls=[{"name", "arguments", "result"}, ...])``, else the OpenAI-style
+    ``tool_calls`` of the assistant messages in ``output``. In a ``ScoringRule``, the calls made
+    by the ``@tracescore.tool`` spans under the scored span, in call order (an empty list when
+    there were none, which is scored too).
+
+    Not scorable (no judge call): no tool-call information at all (``tool_calls`` not given and
+    no message list as output), or an input without a question.
+
+    Args:
+        model: the judge: a litellm model string, a ``tracescore.Judge``, or ``None`` for the
+            configured judge (``configure(judge=...)``, else ``TRACESCORE_JUDGE_MODEL``).
+        available_tools: the tools the agent could call (required): dicts with ``name`` and
+            ``description`` (optionally ``parameters``), OpenAI function tools, or objects with
+            ``name``/``description`` attributes. See ``normalise_available_tools``.
+        scale: maximum score, > 0. Default 1.
+
+    Returns:
+        A ``Scorer`` with id ``tool-call-accuracy``.
+
+    Raises:
+        ConfigurationError: ``available_tools`` is missing or malformed, ``scale`` is out of
+            range, or ``model`` is invalid.
+
+    Examples:
+        >>> scorer = create_tool_call_accuracy_scorer_llm(model="openai/gpt-4o-mini",
+        ...     available_tools=[{"name": "get_weather", "description": "Weather for a city"}])
+        >>> scorer.run(input="Weather in Oslo?", output="It is 3 °C.", tool_calls=[
+        ...     {"name": "get_weather", "arguments": {"city": "Oslo"}}]).score  # doctest: +SKIP
+        1.0
+    """
+    tools = normalise_available_tools(available_tools)
+    check_scale(scale)
+    preprocess, evaluations_prompt, check_evaluations = _steps(tools)
     return judge_scorer(
         id=SCORER_ID,
         description="Whether the tools the agent called were appropriate for the request (LLM).",

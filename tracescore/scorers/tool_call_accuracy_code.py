@@ -15,7 +15,7 @@ by import path), so a backend could not tell a 0/1 name check from a judged 0..1
 from __future__ import annotations
 
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from itertools import pairwise
 from typing import Any
 
@@ -70,6 +70,94 @@ def _check_name(value: object, what: str) -> str:
     return value
 
 
+def _check_choice(expected_tool: object, expected_tool_order: object, strict_mode: object,
+                  legacy_id: object) -> None:
+    """Exactly one expectation, and bool flags.
+
+    Raises:
+        ConfigurationError: they are not.
+    """
+    if (expected_tool is None) == (expected_tool_order is None):
+        raise ConfigurationError(
+            "pass exactly one of expected_tool='tool_name' (a tool that must be called) or "
+            "expected_tool_order=['first', 'second'] (tools that must be called in order)"
+        )
+    if not isinstance(strict_mode, bool):
+        raise ConfigurationError(f"strict_mode must be True or False, got {strict_mode!r}")
+    if not isinstance(legacy_id, bool):
+        raise ConfigurationError(f"legacy_id must be True or False, got {legacy_id!r}")
+
+
+def _checked_order(expected_tool: str | None, expected_tool_order: Sequence[str] | None,
+                   strict_mode: bool) -> list[str] | None:
+    """The expected order as a list (``None`` when ``expected_tool`` is the expectation).
+
+    Raises:
+        ConfigurationError: an empty name, an empty order, or a repeated name without
+            ``strict_mode``.
+    """
+    order: list[str] | None = None
+    if expected_tool is not None:
+        _check_name(expected_tool, "expected_tool")
+    else:
+        if isinstance(expected_tool_order, (str, bytes)) or not isinstance(
+            expected_tool_order, Sequence
+        ):
+            raise ConfigurationError(
+                "expected_tool_order must be a list of tool names, "
+                f"got {type(expected_tool_order).__name__}"
+            )
+        order = [_check_name(n, "each name in expected_tool_order") for n in expected_tool_order]
+        if not order:
+            raise ConfigurationError("expected_tool_order must name at least one tool")
+        if not strict_mode and len(set(order)) != len(order):
+            # Only first calls are compared, so a repeated name could never be satisfied.
+            raise ConfigurationError(
+                f"expected_tool_order {order!r} repeats a tool: without strict_mode only the "
+                "first call of each tool is compared; pass strict_mode=True to require the "
+                "exact sequence of calls"
+            )
+    return order
+
+
+def _steps(expected_tool: str | None, order: list[str] | None, strict_mode: bool) -> tuple[
+    Callable[[ScorerRun], dict[str, Any]], Callable[[ScorerRun], float], Callable[[ScorerRun], str]
+]:
+    """The steps of one expectation: the called tools, the score and the reason."""
+
+    def preprocess(run: ScorerRun) -> dict[str, Any]:
+        assert run.tool_calls is not None  # requires=("tool_calls",)
+        return {
+            "called_tools": [call["name"] for call in run.tool_calls],
+            "expected_tool": expected_tool,
+            "expected_tool_order": order,
+            "strict_mode": strict_mode,
+        }
+
+    def score(run: ScorerRun) -> float:
+        assert run.preprocess_result is not None
+        called: list[str] = run.preprocess_result["called_tools"]
+        if order is not None:
+            return 1.0 if tool_order_respected(called, order, strict=strict_mode) else 0.0
+        if strict_mode:
+            return 1.0 if called == [expected_tool] else 0.0
+        return 1.0 if expected_tool in called else 0.0
+
+    def reason(run: ScorerRun) -> str:
+        assert run.preprocess_result is not None
+        called: list[str] = run.preprocess_result["called_tools"]
+        calls = ", ".join(called) if called else "no tool"
+        verdict = "as expected" if run.score == 1 else "not as expected"
+        if order is not None:
+            wanted = " -> ".join(order)
+            rule = "exactly" if strict_mode else "in this order"
+            return f"Called {calls}; expected {rule}: {wanted}: {verdict}."
+        rule = "as the only call" if strict_mode else ""
+        return f"Called {calls}; expected {expected_tool}{' ' + rule if rule else ''}: {verdict}."
+
+    return preprocess, score, reason
+
+
 def create_tool_call_accuracy_scorer_code(
     *,
     expected_tool: str | None = None,
@@ -122,15 +210,7 @@ def create_tool_call_accuracy_scorer_code(
         >>> scorer.run(tool_calls=[{"name": "get_weather", "arguments": {"city": "Oslo"}}]).score
         1.0
     """
-    if (expected_tool is None) == (expected_tool_order is None):
-        raise ConfigurationError(
-            "pass exactly one of expected_tool='tool_name' (a tool that must be called) or "
-            "expected_tool_order=['first', 'second'] (tools that must be called in order)"
-        )
-    if not isinstance(strict_mode, bool):
-        raise ConfigurationError(f"strict_mode must be True or False, got {strict_mode!r}")
-    if not isinstance(legacy_id, bool):
-        raise ConfigurationError(f"legacy_id must be True or False, got {legacy_id!r}")
+    _check_choice(expected_tool, expected_tool_order, strict_mode, legacy_id)
     scorer_id = SCORER_ID
     if legacy_id:
         warnings.warn(
@@ -141,58 +221,8 @@ def create_tool_call_accuracy_scorer_code(
             stacklevel=2,
         )
         scorer_id = LEGACY_SCORER_ID
-    order: list[str] | None = None
-    if expected_tool is not None:
-        _check_name(expected_tool, "expected_tool")
-    else:
-        if isinstance(expected_tool_order, (str, bytes)) or not isinstance(
-            expected_tool_order, Sequence
-        ):
-            raise ConfigurationError(
-                "expected_tool_order must be a list of tool names, "
-                f"got {type(expected_tool_order).__name__}"
-            )
-        order = [_check_name(n, "each name in expected_tool_order") for n in expected_tool_order]
-        if not order:
-            raise ConfigurationError("expected_tool_order must name at least one tool")
-        if not strict_mode and len(set(order)) != len(order):
-            # Only first calls are compared, so a repeated name could never be satisfied.
-            raise ConfigurationError(
-                f"expected_tool_order {order!r} repeats a tool: without strict_mode only the "
-                "first call of each tool is compared; pass strict_mode=True to require the "
-                "exact sequence of calls"
-            )
-
-    def preprocess(run: ScorerRun) -> dict[str, Any]:
-        assert run.tool_calls is not None  # requires=("tool_calls",)
-        return {
-            "called_tools": [call["name"] for call in run.tool_calls],
-            "expected_tool": expected_tool,
-            "expected_tool_order": order,
-            "strict_mode": strict_mode,
-        }
-
-    def score(run: ScorerRun) -> float:
-        assert run.preprocess_result is not None
-        called: list[str] = run.preprocess_result["called_tools"]
-        if order is not None:
-            return 1.0 if tool_order_respected(called, order, strict=strict_mode) else 0.0
-        if strict_mode:
-            return 1.0 if called == [expected_tool] else 0.0
-        return 1.0 if expected_tool in called else 0.0
-
-    def reason(run: ScorerRun) -> str:
-        assert run.preprocess_result is not None
-        called: list[str] = run.preprocess_result["called_tools"]
-        calls = ", ".join(called) if called else "no tool"
-        verdict = "as expected" if run.score == 1 else "not as expected"
-        if order is not None:
-            wanted = " -> ".join(order)
-            rule = "exactly" if strict_mode else "in this order"
-            return f"Called {calls}; expected {rule}: {wanted}: {verdict}."
-        rule = "as the only call" if strict_mode else ""
-        return f"Called {calls}; expected {expected_tool}{' ' + rule if rule else ''}: {verdict}."
-
+    order = _checked_order(expected_tool, expected_tool_order, strict_mode)
+    preprocess, score, reason = _steps(expected_tool, order, strict_mode)
     return Scorer(
         id=scorer_id,
         description="Whether the agent called the expected tool, or tools in the expected order.",
@@ -201,9 +231,6 @@ def create_tool_call_accuracy_scorer_code(
         generate_score=score,
         generate_reason=reason,
         round_score=False,
-        options={
-            "expected_tool": expected_tool,
-            "expected_tool_order": order,
-            "strict_mode": strict_mode,
-        },
+        options={"expected_tool": expected_tool, "expected_tool_order": order,
+                 "strict_mode": strict_mode},
     )
