@@ -20,7 +20,6 @@ MAX_FUNCTION = 80
 STILL_OVER = (
     "tracescore/scorers/noise_sensitivity.py:create_noise_sensitivity_scorer",
     "tracescore/scorers/answer_similarity.py:create_answer_similarity_scorer",
-    "tracescore/scorers/summarization.py:create_summarization_scorer",
     "tracescore/scorers/prompt_alignment.py:_preset",
 )
 

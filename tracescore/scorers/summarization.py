@@ -6,6 +6,7 @@ tracescore's own.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from pydantic import BaseModel, Field, field_validator
@@ -108,56 +109,8 @@ two limited the score, naming unsupported claims or uncovered points from the ve
 Do not repeat the formula."""
 
 
-def create_summarization_scorer(
-    *,
-    model: str | Judge | None = None,
-    source: str | None = None,
-    max_questions: int = 10,
-    scale: float = 1,
-) -> Scorer:
-    """Score a summary: faithful to its source (alignment) and covering it (coverage).
-
-    The ``output`` is the summary. The source is ``run(source=...)``, else the factory's
-    ``source=``, else the input (its first user message). Three judge calls: the summary's
-    claims are listed and each checked against the source (``supported`` ``yes``/``no``), and
-    up to ``max_questions`` closed questions that the source answers "yes" are written
-    (``preprocess_step_result``: ``{"claims": [{"claim", "supported", "reason"}],
-    "questions": [...]}``; questions beyond ``max_questions`` are dropped); each question is
-    then answered from the summary alone (``analyze_step_result``:
-    ``{"answers": [{"answer", "reason"}]}``, one per question, in order); then a reason is
-    written.
-
-    Score (from the Mastra evals' summarization):
-    ``min(alignment, coverage) * scale`` where alignment is supported claims / claims and
-    coverage is questions answered "yes" / questions; rounded to 2 decimals half up.
-
-    Not scorable: an empty output or an empty source (no judge call); no claims in the summary
-    or no questions from the source (after the first call).
-
-    Args:
-        model: the judge: a litellm model string, a ``tracescore.Judge``, or ``None`` for the
-            configured judge (``configure(judge=...)``, else ``TRACESCORE_JUDGE_MODEL``).
-        source: a fixed source text for every run.
-        max_questions: most questions written about the source, >= 1. Default 10.
-        scale: maximum score, > 0. Default 1.
-
-    Returns:
-        A ``Scorer`` with id ``summarization``.
-
-    Raises:
-        ConfigurationError: an option is invalid or ``model`` is invalid.
-
-    Examples:
-        >>> scorer = create_summarization_scorer(model="openai/gpt-4o-mini")
-        >>> scorer.run(input="<the report's full text>",
-        ...            output="<its summary>").score  # doctest: +SKIP
-        0.8
-    """
-    if source is not None and not isinstance(source, str):
-        raise ConfigurationError(f"source must be a string or None, got {type(source).__name__}")
-    if isinstance(max_questions, bool) or not isinstance(max_questions, int) or max_questions < 1:
-        raise ConfigurationError(f"max_questions must be an integer >= 1, got {max_questions!r}")
-    check_scale(scale)
+def _claims_prompt_step(source: str | None, max_questions: int) -> Callable[[ScorerRun], str]:
+    """The first step's prompt, with the factory's ``source`` and ``max_questions``."""
 
     def source_of(run: ScorerRun) -> str:
         given = run.extra.get("source")
@@ -180,6 +133,16 @@ def create_summarization_scorer(
             "List and check the claims of the summary above against the source, then write up "
             f"to {max_questions} closed questions about the source's key points."
         )
+
+    return claims_prompt
+
+
+def _judged_steps() -> tuple[
+    Callable[[ScorerRun], str], Callable[[QuestionAnswers, ScorerRun], None],
+    Callable[[ScorerRun], float], Callable[[ScorerRun], str],
+]:
+    """The answers prompt, its check, the score and the reason prompt, which share the
+    helpers reading the first step's claims and questions."""
 
     def claims_of(run: ScorerRun) -> list[dict[str, Any]]:
         assert run.preprocess_result is not None
@@ -240,6 +203,61 @@ def create_summarization_scorer(
             lead=f"Alignment: {_fmt(alignment)}; coverage: {_fmt(coverage)}. ",
         )
 
+    return answers_prompt, check_answers, score, reason_prompt
+
+
+def create_summarization_scorer(
+    *,
+    model: str | Judge | None = None,
+    source: str | None = None,
+    max_questions: int = 10,
+    scale: float = 1,
+) -> Scorer:
+    """Score a summary: faithful to its source (alignment) and covering it (coverage).
+
+    The ``output`` is the summary. The source is ``run(source=...)``, else the factory's
+    ``source=``, else the input (its first user message). Three judge calls: the summary's
+    claims are listed and each checked against the source (``supported`` ``yes``/``no``), and
+    up to ``max_questions`` closed questions that the source answers "yes" are written
+    (``preprocess_step_result``: ``{"claims": [{"claim", "supported", "reason"}],
+    "questions": [...]}``; questions beyond ``max_questions`` are dropped); each question is
+    then answered from the summary alone (``analyze_step_result``:
+    ``{"answers": [{"answer", "reason"}]}``, one per question, in order); then a reason is
+    written.
+
+    Score (from the Mastra evals' summarization):
+    ``min(alignment, coverage) * scale`` where alignment is supported claims / claims and
+    coverage is questions answered "yes" / questions; rounded to 2 decimals half up.
+
+    Not scorable: an empty output or an empty source (no judge call); no claims in the summary
+    or no questions from the source (after the first call).
+
+    Args:
+        model: the judge: a litellm model string, a ``tracescore.Judge``, or ``None`` for the
+            configured judge (``configure(judge=...)``, else ``TRACESCORE_JUDGE_MODEL``).
+        source: a fixed source text for every run.
+        max_questions: most questions written about the source, >= 1. Default 10.
+        scale: maximum score, > 0. Default 1.
+
+    Returns:
+        A ``Scorer`` with id ``summarization``.
+
+    Raises:
+        ConfigurationError: an option is invalid or ``model`` is invalid.
+
+    Examples:
+        >>> scorer = create_summarization_scorer(model="openai/gpt-4o-mini")
+        >>> scorer.run(input="<the report's full text>",
+        ...            output="<its summary>").score  # doctest: +SKIP
+        0.8
+    """
+    if source is not None and not isinstance(source, str):
+        raise ConfigurationError(f"source must be a string or None, got {type(source).__name__}")
+    if isinstance(max_questions, bool) or not isinstance(max_questions, int) or max_questions < 1:
+        raise ConfigurationError(f"max_questions must be an integer >= 1, got {max_questions!r}")
+    check_scale(scale)
+
+    answers_prompt, check_answers, score, reason_prompt = _judged_steps()
     return judge_scorer(
         id=SCORER_ID,
         description="Whether the summary is faithful to its source and covers its key points.",
@@ -248,7 +266,7 @@ def create_summarization_scorer(
         scale=scale,
         preprocess=JudgePrompt(
             instructions=_CLAIMS_INSTRUCTIONS.format(max_questions=max_questions),
-            prompt=claims_prompt,
+            prompt=_claims_prompt_step(source, max_questions),
             output_schema=_claims_schema(max_questions),
             name="summarization_claims",
         ),
