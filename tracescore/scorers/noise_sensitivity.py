@@ -9,7 +9,7 @@ and code are tracescore's own.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, Field
@@ -182,6 +182,78 @@ def _check_text_option(name: str, value: Any) -> str | None:
     return value
 
 
+def check_analysis(parsed: NoiseAnalysis, run: ScorerRun) -> None:
+    """Each of the five dimensions exactly once."""
+    named = [d.dimension for d in parsed.dimensions]
+    if sorted(named) != sorted(DIMENSIONS):
+        raise ValueError(
+            f"expected each of the five dimensions {', '.join(DIMENSIONS)} exactly once, "
+            f"got {named}"
+        )
+
+
+def reason_prompt(run: ScorerRun) -> str:
+    """The reason step's prompt: the original question, the analysis and the score."""
+    return explained(
+        run,
+        data_block("original_question", run.input_text),
+        json_block("analysis", run.analyze_result),
+    )
+
+
+def _analysis_prompt_step(
+    defaults: dict[str, str | None], noise_type: str | None,
+) -> Callable[[ScorerRun], str]:
+    """The analyze step's prompt; a run's baseline response and noisy query, else ``defaults``."""
+
+    def value_of(run: ScorerRun, name: str) -> str:
+        given = run.extra.get(name)
+        text = plain_text(given) if given is not None else ""
+        if not text.strip():
+            text = defaults[name] or ""
+        if not text.strip():
+            raise NotScorable(
+                f"no {name} was given: pass {name}=... to run() or the scorer factory"
+            )
+        return text
+
+    def analysis_prompt(run: ScorerRun) -> str:
+        parts = [
+            data_block("original_question", run.input_text),
+            data_block("baseline_answer", value_of(run, "baseline_response")),
+            data_block("noisy_question", value_of(run, "noisy_query")),
+            data_block("noisy_answer", run.output_text),
+        ]
+        if noise_type:
+            parts.append(data_block("noise_type", noise_type))
+        parts.append(
+            "Compare the noisy answer with the baseline answer and rate the impact of the "
+            "noise on each of the five dimensions."
+        )
+        return "\n\n".join(parts)
+
+    return analysis_prompt
+
+
+def _score_step(
+    weights: Mapping[str, float], per_item: float, max_penalty: float, threshold: float,
+) -> Callable[[ScorerRun], float]:
+    """The score step with the effective formula options."""
+
+    def score(run: ScorerRun) -> float:
+        assert run.analyze_result is not None
+        value = noise_sensitivity_score(
+            run.analyze_result,
+            impact_weights=weights,
+            major_issue_per_item=per_item,
+            max_major_issue_penalty=max_penalty,
+            discrepancy_threshold=threshold,
+        )
+        return value * run.scale
+
+    return score
+
+
 def create_noise_sensitivity_scorer(
     *,
     model: str | Judge | None = None,
@@ -248,6 +320,31 @@ def create_noise_sensitivity_scorer(
         ...            output="It is still Paris.").score  # doctest: +SKIP
         1.0
     """
+    options = _checked_options(
+        baseline_response=baseline_response, noisy_query=noisy_query, noise_type=noise_type,
+        impact_weights=impact_weights, major_issue_per_item=major_issue_per_item,
+        max_major_issue_penalty=max_major_issue_penalty,
+        discrepancy_threshold=discrepancy_threshold, scale=scale,
+    )
+    return _scorer(model, options)
+
+
+def _checked_options(
+    *,
+    baseline_response: object,
+    noisy_query: object,
+    noise_type: object,
+    impact_weights: object,
+    major_issue_per_item: object,
+    max_major_issue_penalty: object,
+    discrepancy_threshold: object,
+    scale: float,
+) -> dict[str, Any]:
+    """The factory's effective options (the impact weights merged with the defaults).
+
+    Raises:
+        ConfigurationError: an option is invalid.
+    """
     baseline_response = _check_text_option("baseline_response", baseline_response)
     noisy_query = _check_text_option("noisy_query", noisy_query)
     noise_type = _check_text_option("noise_type", noise_type)
@@ -267,71 +364,36 @@ def create_noise_sensitivity_scorer(
     max_penalty = _check_fraction("max_major_issue_penalty", max_major_issue_penalty)
     threshold = _check_fraction("discrepancy_threshold", discrepancy_threshold)
     check_scale(scale)
-    defaults = {"baseline_response": baseline_response, "noisy_query": noisy_query}
+    return {
+        "baseline_response": baseline_response,
+        "noisy_query": noisy_query,
+        "noise_type": noise_type,
+        "impact_weights": weights,
+        "major_issue_per_item": per_item,
+        "max_major_issue_penalty": max_penalty,
+        "discrepancy_threshold": threshold,
+        "scale": float(scale),
+    }
+
+
+def _scorer(model: str | Judge | None, options: dict[str, Any]) -> Scorer:
+    """The noise-sensitivity scorer with checked ``options``; the values not given (the
+    baseline response, the noisy query) are the run's inputs."""
+    defaults = {"baseline_response": options["baseline_response"],
+                "noisy_query": options["noisy_query"]}
     run_inputs = tuple(name for name, value in defaults.items() if value is None)
-
-    def value_of(run: ScorerRun, name: str) -> str:
-        given = run.extra.get(name)
-        text = plain_text(given) if given is not None else ""
-        if not text.strip():
-            text = defaults[name] or ""
-        if not text.strip():
-            raise NotScorable(
-                f"no {name} was given: pass {name}=... to run() or the scorer factory"
-            )
-        return text
-
-    def analysis_prompt(run: ScorerRun) -> str:
-        parts = [
-            data_block("original_question", run.input_text),
-            data_block("baseline_answer", value_of(run, "baseline_response")),
-            data_block("noisy_question", value_of(run, "noisy_query")),
-            data_block("noisy_answer", run.output_text),
-        ]
-        if noise_type:
-            parts.append(data_block("noise_type", noise_type))
-        parts.append(
-            "Compare the noisy answer with the baseline answer and rate the impact of the "
-            "noise on each of the five dimensions."
-        )
-        return "\n\n".join(parts)
-
-    def check_analysis(parsed: NoiseAnalysis, run: ScorerRun) -> None:
-        named = [d.dimension for d in parsed.dimensions]
-        if sorted(named) != sorted(DIMENSIONS):
-            raise ValueError(
-                f"expected each of the five dimensions {', '.join(DIMENSIONS)} exactly once, "
-                f"got {named}"
-            )
-
-    def score(run: ScorerRun) -> float:
-        assert run.analyze_result is not None
-        value = noise_sensitivity_score(
-            run.analyze_result,
-            impact_weights=weights,
-            major_issue_per_item=per_item,
-            max_major_issue_penalty=max_penalty,
-            discrepancy_threshold=threshold,
-        )
-        return value * run.scale
-
-    def reason_prompt(run: ScorerRun) -> str:
-        return explained(
-            run,
-            data_block("original_question", run.input_text),
-            json_block("analysis", run.analyze_result),
-        )
-
+    score = _score_step(options["impact_weights"], options["major_issue_per_item"],
+                        options["max_major_issue_penalty"], options["discrepancy_threshold"])
     return judge_scorer(
         id=SCORER_ID,
         description="How robust the answer is to noise added to the question.",
         model=model,
         requires=("input", "output"),
-        scale=scale,
+        scale=options["scale"],
         run_inputs=run_inputs,
         analyze=JudgePrompt(
             instructions=_ANALYSIS_INSTRUCTIONS,
-            prompt=analysis_prompt,
+            prompt=_analysis_prompt_step(defaults, options["noise_type"]),
             output_schema=NoiseAnalysis,
             name="noise_sensitivity_analysis",
             validate=check_analysis,
@@ -339,14 +401,5 @@ def create_noise_sensitivity_scorer(
         generate_score=score,
         reason_instructions=_REASON_INSTRUCTIONS,
         reason_prompt=reason_prompt,
-        options={
-            "baseline_response": baseline_response,
-            "noisy_query": noisy_query,
-            "noise_type": noise_type,
-            "impact_weights": weights,
-            "major_issue_per_item": per_item,
-            "max_major_issue_penalty": max_penalty,
-            "discrepancy_threshold": threshold,
-            "scale": float(scale),
-        },
+        options=options,
     )
