@@ -9,7 +9,7 @@ case has a ground truth.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, Field
@@ -173,6 +173,89 @@ def answer_similarity_score(analysis: Mapping[str, Any], options: Mapping[str, A
     return min(1.0, max(0.0, base - contradictions - extras))
 
 
+def reason_prompt(run: ScorerRun) -> str:
+    """The reason step's prompt: the answer, the expected answer, the analysis and the score."""
+    return explained(
+        run,
+        data_block("answer", run.output_text),
+        data_block("expected_answer", run.ground_truth_text),
+        json_block("analysis", run.analyze_result),
+    )
+
+
+def _units_prompt_step(require_ground_truth: bool) -> Callable[[ScorerRun], str]:
+    """The first step's prompt; without a ground truth an error (``require_ground_truth``)
+    or not scorable."""
+
+    def units_prompt(run: ScorerRun) -> str:
+        # Checked here rather than through requires=: a missing ground truth must be an error
+        # (a misconfigured eval), which requires= would turn into a quiet "not scorable".
+        if not run.ground_truth_text.strip():
+            if require_ground_truth:
+                raise ScorerError(
+                    "answer-similarity needs a ground truth: pass run(ground_truth=...) (in "
+                    "run_evals, a ground_truth in each data item; online, "
+                    "ScoringRule(ground_truth=...)), or create the scorer with "
+                    "require_ground_truth=False to mark such runs not scorable instead"
+                )
+            raise NotScorable("no ground truth was given to compare the output with")
+        if not run.output_text.strip():
+            raise NotScorable("the output is empty: there is no answer to score")
+        return (
+            f"{data_block('answer', run.output_text)}\n\n"
+            f"{data_block('expected_answer', run.ground_truth_text)}\n\n"
+            "List the semantic units of the answer and of the expected answer above."
+        )
+
+    return units_prompt
+
+
+def _matches_steps() -> tuple[
+    Callable[[ScorerRun], str], Callable[[UnitAnalysis, ScorerRun], None]
+]:
+    """The analyze step's prompt and its check, which share the reader of the first step's units."""
+
+    def units_of(run: ScorerRun) -> tuple[list[str], list[str]]:
+        assert run.preprocess_result is not None
+        return run.preprocess_result["output_units"], run.preprocess_result["ground_truth_units"]
+
+    def matches_prompt(run: ScorerRun) -> str:
+        output_units, expected_units = units_of(run)
+        if not expected_units:
+            raise NotScorable(
+                "the judge found no semantic units in the ground truth: there is nothing to "
+                "compare the output with"
+            )
+        return (
+            f"{data_blocks('answer_unit', output_units)}\n\n"
+            f"{data_blocks('expected_unit', expected_units)}\n\n"
+            f"The answer has {len(output_units)} units and the expected answer "
+            f"{len(expected_units)}. Answer with exactly {len(expected_units)} matches, one "
+            "per expected unit, in the same order, then the extra information and the "
+            "contradictions."
+        )
+
+    def check_matches(parsed: UnitAnalysis, run: ScorerRun) -> None:
+        expected = len(units_of(run)[1])
+        if len(parsed.matches) != expected:
+            raise ValueError(
+                f"expected {expected} matches, one per expected unit in order, "
+                f"got {len(parsed.matches)}"
+            )
+
+    return matches_prompt, check_matches
+
+
+def _score_step(options: dict[str, Any]) -> Callable[[ScorerRun], float]:
+    """The score step with the effective ``options``."""
+
+    def score(run: ScorerRun) -> float:
+        assert run.analyze_result is not None
+        return answer_similarity_score(run.analyze_result, options) * run.scale
+
+    return score
+
+
 def create_answer_similarity_scorer(
     *,
     model: str | Judge | None = None,
@@ -247,67 +330,13 @@ def create_answer_similarity_scorer(
         "extra_info_penalty": _check_number("extra_info_penalty", extra_info_penalty),
         "scale": float(scale),
     }
+    return _scorer(model, options)
 
-    def units_prompt(run: ScorerRun) -> str:
-        # Checked here rather than through requires=: a missing ground truth must be an error
-        # (a misconfigured eval), which requires= would turn into a quiet "not scorable".
-        if not run.ground_truth_text.strip():
-            if require_ground_truth:
-                raise ScorerError(
-                    "answer-similarity needs a ground truth: pass run(ground_truth=...) (in "
-                    "run_evals, a ground_truth in each data item; online, "
-                    "ScoringRule(ground_truth=...)), or create the scorer with "
-                    "require_ground_truth=False to mark such runs not scorable instead"
-                )
-            raise NotScorable("no ground truth was given to compare the output with")
-        if not run.output_text.strip():
-            raise NotScorable("the output is empty: there is no answer to score")
-        return (
-            f"{data_block('answer', run.output_text)}\n\n"
-            f"{data_block('expected_answer', run.ground_truth_text)}\n\n"
-            "List the semantic units of the answer and of the expected answer above."
-        )
 
-    def units_of(run: ScorerRun) -> tuple[list[str], list[str]]:
-        assert run.preprocess_result is not None
-        return run.preprocess_result["output_units"], run.preprocess_result["ground_truth_units"]
-
-    def matches_prompt(run: ScorerRun) -> str:
-        output_units, expected_units = units_of(run)
-        if not expected_units:
-            raise NotScorable(
-                "the judge found no semantic units in the ground truth: there is nothing to "
-                "compare the output with"
-            )
-        return (
-            f"{data_blocks('answer_unit', output_units)}\n\n"
-            f"{data_blocks('expected_unit', expected_units)}\n\n"
-            f"The answer has {len(output_units)} units and the expected answer "
-            f"{len(expected_units)}. Answer with exactly {len(expected_units)} matches, one "
-            "per expected unit, in the same order, then the extra information and the "
-            "contradictions."
-        )
-
-    def check_matches(parsed: UnitAnalysis, run: ScorerRun) -> None:
-        expected = len(units_of(run)[1])
-        if len(parsed.matches) != expected:
-            raise ValueError(
-                f"expected {expected} matches, one per expected unit in order, "
-                f"got {len(parsed.matches)}"
-            )
-
-    def score(run: ScorerRun) -> float:
-        assert run.analyze_result is not None
-        return answer_similarity_score(run.analyze_result, options) * run.scale
-
-    def reason_prompt(run: ScorerRun) -> str:
-        return explained(
-            run,
-            data_block("answer", run.output_text),
-            data_block("expected_answer", run.ground_truth_text),
-            json_block("analysis", run.analyze_result),
-        )
-
+def _scorer(model: str | Judge | None, options: dict[str, Any]) -> Scorer:
+    """The answer-similarity scorer with checked ``options``."""
+    require_ground_truth = options["require_ground_truth"]
+    matches_prompt, check_matches = _matches_steps()
     scorer = judge_scorer(
         id=SCORER_ID,
         description="How closely the answer matches the expected answer.",
@@ -315,10 +344,10 @@ def create_answer_similarity_scorer(
         # Output and ground truth are checked by the first step, in the order that makes a
         # missing ground truth an error even when the output is empty too.
         requires=(),
-        scale=scale,
+        scale=options["scale"],
         preprocess=JudgePrompt(
             instructions=_UNITS_INSTRUCTIONS,
-            prompt=units_prompt,
+            prompt=_units_prompt_step(require_ground_truth),
             output_schema=SemanticUnits,
             name="answer_similarity_units",
         ),
@@ -329,7 +358,7 @@ def create_answer_similarity_scorer(
             name="answer_similarity_matches",
             validate=check_matches,
         ),
-        generate_score=score,
+        generate_score=_score_step(options),
         reason_instructions=_REASON_INSTRUCTIONS,
         reason_prompt=reason_prompt,
         options=options,
