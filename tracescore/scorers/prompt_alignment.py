@@ -9,7 +9,7 @@ set of dimensions and reuses the user-mode score as the system score, so its ``"
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field
@@ -433,16 +433,10 @@ class _BothModeScorer(Scorer):
         return result.model_copy(update={"reason": f"{_NO_SYSTEM_PROMPT_NOTE} {result.reason}"})
 
 
-def _preset(
-    mode: str,
-    model: str | Judge | None,
-    system_prompt: str | None,
-    scale: float,
-    options: Mapping[str, Any],
-    /,
-    **extra: Any,
-) -> Scorer:
-    """The scorer for one evaluation mode (``extra``: ``judge_scorer``'s further arguments)."""
+def _steps(mode: str, system_prompt: str | None) -> tuple[
+    Callable[[ScorerRun], str], Callable[[ScorerRun], float], Callable[[ScorerRun], str]
+]:
+    """The analysis prompt, the score and the reason prompt of one evaluation mode."""
 
     def analysis_prompt(run: ScorerRun) -> str:
         user, system = _prompts_of(run.input, run.extra.get("system_prompt"), system_prompt)
@@ -504,6 +498,20 @@ def _preset(
             "(0 to 1). ",
         )
 
+    return analysis_prompt, score, reason_prompt
+
+
+def _preset(
+    mode: str,
+    model: str | Judge | None,
+    system_prompt: str | None,
+    scale: float,
+    options: Mapping[str, Any],
+    /,
+    **extra: Any,
+) -> Scorer:
+    """The scorer for one evaluation mode (``extra``: ``judge_scorer``'s further arguments)."""
+    analysis_prompt, score, reason_prompt = _steps(mode, system_prompt)
     return judge_scorer(
         id=SCORER_ID,
         description="How well the response follows the user's prompt and the system prompt.",
