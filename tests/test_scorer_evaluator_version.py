@@ -7,7 +7,9 @@ helper a step calls does; and the value is the same in another process.
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
+import inspect
 import json
 import os
 import subprocess
@@ -215,11 +217,7 @@ def test_a_tracescore_helper_a_step_calls_counts_by_its_logic_and_no_other_does(
 
 
 def _registered() -> dict[str, str]:
-    needed: dict[str, dict[str, Any]] = {
-        "tool-call-accuracy": {"available_tools": [{"name": "lookup", "description": "Find"}]},
-        "tool-call-accuracy-code": {"expected_tool": "lookup"},
-    }
-    return {scorer_id: factory(**needed.get(scorer_id, {})).fingerprint
+    return {scorer_id: factory(**NEEDED.get(scorer_id, {})).fingerprint
             for scorer_id, factory in registry().items()}
 
 
@@ -242,3 +240,82 @@ def test_the_versions_are_the_same_in_another_process(tmp_path: Path) -> None:
                            check=True)
     assert json.loads(other.stdout) == here
     assert len(set(here["registered"].values())) == len(here["registered"])
+
+
+def pieces_of(input: Any, output: Any) -> list[str]:  # noqa: A002 - the extractor's signature
+    return ["Paris is the capital of France."]
+
+
+# For each registered scorer, one other value per option (beyond ``model``, which is recorded
+# on its own): each must give another evaluator version, whichever code of the factory, its
+# closures or its options carries the value to the steps.
+_CONTEXT = {"context": {"context": ["a piece"]}, "context_extractor": {
+    "context_extractor": pieces_of}, "scale": {"scale": 10}}
+OTHER_VALUES: dict[str, dict[str, dict[str, Any]]] = {
+    "answer-relevancy": {"uncertainty_weight": {"uncertainty_weight": 0.5},
+                         "scale": {"scale": 10}, "reason": {"reason": "inline"}},
+    "answer-similarity": {"require_ground_truth": {"require_ground_truth": False},
+                          "semantic_threshold": {"semantic_threshold": 0.7},
+                          "exact_match_bonus": {"exact_match_bonus": 0.1},
+                          "missing_penalty": {"missing_penalty": 0.2},
+                          "contradiction_penalty": {"contradiction_penalty": 0.5},
+                          "extra_info_penalty": {"extra_info_penalty": 0.1},
+                          "scale": {"scale": 10}},
+    "bias": {"scale": {"scale": 10}},
+    "completeness": {"language": {"language": "de"}},
+    "content-similarity": {"ignore_case": {"ignore_case": False},
+                           "ignore_whitespace": {"ignore_whitespace": False}},
+    "context-precision": {**_CONTEXT, "reason": {"reason": "inline"}},
+    "context-recall": _CONTEXT,
+    "context-relevance": {**_CONTEXT, "penalties": {"penalties": {
+        "missing_context_per_item": 0.2}}},
+    "faithfulness": {**_CONTEXT, "prompt_set": {"prompt_set": "tracescore-v1"}},
+    "faithfulness-cascade": {**_CONTEXT, "band": {"band": (0.2, 0.8)}},
+    "hallucination": {**_CONTEXT, "prompt_set": {"prompt_set": "mastra"}},
+    "keyword-coverage": {},
+    "noise-sensitivity": {"baseline_response": {"baseline_response": "Paris."},
+                          "noisy_query": {"noisy_query": "Capital of France? Lyon?"},
+                          "noise_type": {"noise_type": "misinformation"},
+                          "impact_weights": {"impact_weights": {"moderate": 0.5}},
+                          "major_issue_per_item": {"major_issue_per_item": 0.2},
+                          "max_major_issue_penalty": {"max_major_issue_penalty": 0.4},
+                          "discrepancy_threshold": {"discrepancy_threshold": 0.3},
+                          "scale": {"scale": 10}},
+    "prompt-alignment": {"evaluation_mode": {"evaluation_mode": "user"},
+                         "system_prompt": {"system_prompt": "Answer in one sentence."},
+                         "scale": {"scale": 10}},
+    "summarization": {"source": {"source": "The report."}, "max_questions": {
+        "max_questions": 3}, "scale": {"scale": 10}},
+    "support-check": {"context": _CONTEXT["context"],
+                      "context_extractor": _CONTEXT["context_extractor"]},
+    "textual-difference": {},
+    "tone-consistency": {"reference_tone": {"reference_tone": "Calm and kind."}},
+    "tool-call-accuracy": {"available_tools": {"available_tools": [
+        {"name": "lookup", "description": "Find"}, {"name": "cancel", "description": "Stop"}]},
+        "scale": {"scale": 10}},
+    "tool-call-accuracy-code": {"expected_tool": {"expected_tool": "cancel"},
+                                "expected_tool_order": {"expected_tool": None,
+                                                        "expected_tool_order": ["lookup", "x"]},
+                                "strict_mode": {"strict_mode": True},
+                                "legacy_id": {"legacy_id": True}},
+    "toxicity": {"scale": {"scale": 10}},
+}
+NEEDED: dict[str, dict[str, Any]] = {
+    "tool-call-accuracy": {"available_tools": [{"name": "lookup", "description": "Find"}]},
+    "tool-call-accuracy-code": {"expected_tool": "lookup"},
+}
+
+
+def test_every_option_of_every_scorer_counts_in_its_version() -> None:
+    factories = registry()
+    assert set(OTHER_VALUES) == set(factories)
+    for scorer_id, factory in factories.items():
+        options = set(inspect.signature(factory).parameters) - {"model"}
+        assert set(OTHER_VALUES[scorer_id]) == options, scorer_id
+        base = factory(**NEEDED.get(scorer_id, {})).fingerprint
+        assert factory(**NEEDED.get(scorer_id, {})).fingerprint == base
+        for option, changed in OTHER_VALUES[scorer_id].items():
+            with pytest.warns(DeprecationWarning) if option == "legacy_id" else (
+                    contextlib.nullcontext()):
+                other = factory(**{**NEEDED.get(scorer_id, {}), **changed})
+            assert other.fingerprint != base, (scorer_id, option)
