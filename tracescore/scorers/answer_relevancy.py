@@ -112,7 +112,7 @@ def check_verdicts(parsed: Any, run: ScorerRun) -> None:
     check_count(parsed.results, len(items_of(run, "statements")), "results", "statement")
 
 
-def _checked_weight(uncertainty_weight: object) -> float:
+def _checked_weight(uncertainty_weight: float) -> float:
     """``uncertainty_weight`` as a float, checked to be a number in [0, 1].
 
     Raises:

@@ -248,7 +248,7 @@ def _lemmatizer(language: str) -> Callable[[str], str]:
     return lemmatize
 
 
-def _checked_lemmatizer(language: object) -> Callable[[str], str]:
+def _checked_lemmatizer(language: str) -> Callable[[str], str]:
     """The base-form function of ``language``, its dictionary loaded now, so that a bad code
     fails when the scorer is made, not at scoring.
 

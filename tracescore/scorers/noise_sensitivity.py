@@ -331,13 +331,13 @@ def create_noise_sensitivity_scorer(
 
 def _checked_options(
     *,
-    baseline_response: object,
-    noisy_query: object,
-    noise_type: object,
-    impact_weights: object,
-    major_issue_per_item: object,
-    max_major_issue_penalty: object,
-    discrepancy_threshold: object,
+    baseline_response: str | None,
+    noisy_query: str | None,
+    noise_type: str | None,
+    impact_weights: Mapping[str, float] | None,
+    major_issue_per_item: float,
+    max_major_issue_penalty: float,
+    discrepancy_threshold: float,
     scale: float,
 ) -> dict[str, Any]:
     """The factory's effective options (the impact weights merged with the defaults).
