@@ -15,11 +15,9 @@ ROOT = Path(__file__).resolve().parent.parent
 MAX_CLASS = 350
 MAX_FUNCTION = 80
 
-# Still over MAX_FUNCTION, to be split (the offline library's entry points and the command
-# line's).
-STILL_OVER = (
-
-)
+# Still over MAX_FUNCTION, to be split: none left (the scorer factories, the offline library's
+# entry points and the command line's parser were the last); a new one fails the test.
+STILL_OVER: tuple[str, ...] = ()
 
 
 def _check(root: Path, *allowed: str, max_class: int = MAX_CLASS,
