@@ -70,14 +70,25 @@ class Handoff:
                 inline = False
                 self._items.append(item)
                 if self._thread is None:
-                    self._thread = threading.Thread(target=self._run, name="tracescore-route",
-                                                    daemon=True)
-                    self._thread.start()
+                    inline = not self._start()
                 elif self._waiting or (self._gathering and len(self._items) >= WAKE_AT):
                     self._waiting = self._gathering = False
                     self._changed.notify_all()
         if inline:
             self._call(item)
+
+    def _start(self) -> bool:
+        """Start the routing thread (holding ``_lock``, with the first item queued); False,
+        the item taken back, when the thread cannot start (at interpreter shutdown, or at the
+        process's thread limit): the caller works on it then."""
+        thread = threading.Thread(target=self._run, name="tracescore-route", daemon=True)
+        try:
+            thread.start()
+        except RuntimeError:
+            self._items.pop()
+            return False
+        self._thread = thread
+        return True
 
     def wait_idle(self, timeout: float) -> bool:
         """Wait until every item put so far was worked on, at most ``timeout`` seconds. True

@@ -121,6 +121,9 @@ class Lifecycle:
         self._handoff.drain(_left(deadline))
         close()
         self._handoff.stop()
+        # Spans handed over between that drain and the stop (other threads end spans during a
+        # shutdown): exported now, before the export processor stops.
+        self._handoff.drain(_left(deadline))
         # Jobs of spans that ended during the flush (and any still running) are dropped and
         # counted; their spans are released just below.
         self._count_dropped(self._engine.shutdown(_left(deadline),
