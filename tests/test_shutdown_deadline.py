@@ -88,53 +88,6 @@ def test_shutdown_after_the_backend_came_back_gets_its_whole_deadline(
     assert [c[0] for c in calls] == [300, 10_000, 30_000]
 
 
-def test_spans_ended_by_other_threads_during_shutdown_are_exported_or_counted() -> None:
-    """Threads keep ending spans while shutdown() runs: each span is exported once or counted
-    as dropped (none lost between the routing thread's last drain and the export processor's
-    shutdown, none twice)."""
-    for _ in range(2):
-        exported, dropped, ended = _shutdown_while_spans_end()
-        assert len(exported) == len(set(exported))
-        assert len(exported) + dropped == len(ended), (len(exported), dropped, len(ended))
-
-
-def _shutdown_while_spans_end() -> tuple[list[str], int, list[str]]:
-    """Four threads end spans of another instrumentation while shutdown() runs: the names
-    exported, the spans counted as dropped, the names ended."""
-    from opentelemetry.sdk.trace import TracerProvider
-    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-
-    exporter = InMemorySpanExporter()
-    provider = TracerProvider()
-    tracescore.configure(tracer_provider=provider, exporter=exporter)
-    tracer = provider.get_tracer("other.instrumentation")
-    ended: list[str] = []
-    started = threading.Barrier(5)
-    done = threading.Event()
-
-    def work(i: int) -> None:
-        started.wait()
-        n = 0
-        while not done.is_set() and n < 20_000:
-            with tracer.start_as_current_span(f"{i}-{n}"):
-                pass
-            ended.append(f"{i}-{n}")
-            n += 1
-
-    threads = [threading.Thread(target=work, args=(i,)) for i in range(4)]
-    for thread in threads:
-        thread.start()
-    started.wait()
-    while len(ended) < 2_000:
-        done.wait(0.01)
-    tracescore.shutdown(10_000)
-    done.set()
-    for thread in threads:
-        thread.join()
-    exported = [s.name for s in exporter.get_finished_spans()]
-    return exported, sum(tracescore.stats().spans_dropped.values()), ended
-
-
 def test_a_span_is_exported_once_when_the_routing_thread_cannot_start(
         monkeypatch: pytest.MonkeyPatch) -> None:
     """The routing thread cannot start (at interpreter shutdown, or at the thread limit): the
