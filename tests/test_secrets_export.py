@@ -259,3 +259,40 @@ def test_a_span_with_nothing_to_redact_is_exported_as_it_ended() -> None:
         assert dict(dirty.attributes) == {"db.password": "[REDACTED]"}
     finally:
         tracescore.shutdown(3000)
+
+
+def test_a_value_exported_as_it_was_is_redacted_once_it_becomes_a_known_credential() -> None:
+    # The export path remembers the names and short values it found nothing in; a credential
+    # the process learns later (a judge built with it as its key) must not be let through by
+    # that memory, on a span's attribute, in a sequence, or in an event.
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    key = "Lt7Kn4Wq1Zp8Xr5Cv2Bm"  # nothing marks it as a credential until the judge is built
+    memory = InMemorySpanExporter()
+    provider = TracerProvider()
+    tracescore.configure(exporter=memory, tracer_provider=provider)
+    tracer = provider.get_tracer("acme")
+
+    def emit(name: str) -> None:
+        with tracer.start_as_current_span(name) as span:
+            span.set_attribute("note", key)
+            span.set_attribute("notes", [key, "plain"])
+            span.add_event("seen", {"value": key})
+
+    try:
+        emit("before")
+        assert tracescore.force_flush(10_000)  # exported (and remembered) before the judge
+        emit("before again")  # answered from the memory this time
+        assert tracescore.force_flush(10_000)
+        tracescore.Judge("openai/gpt-4o-mini", api_key=key)
+        emit("after")
+        assert tracescore.force_flush(10_000)
+        spans = {s.name: s for s in memory.get_finished_spans()}
+        for name in ("before", "before again"):
+            assert spans[name].attributes["note"] == key
+        after = spans["after"]
+        assert after.attributes["note"] == "[REDACTED]"
+        assert tuple(after.attributes["notes"]) == ("[REDACTED]", "plain")
+        assert dict(after.events[0].attributes) == {"value": "[REDACTED]"}
+    finally:
+        tracescore.shutdown(3000)

@@ -432,6 +432,10 @@ _own_message = threading.local()
 enabled = True
 undisguise = True
 _NAMES_MAX = 1_024
+# The longest text ``Redactor.unchanged`` remembers (kinds, names, models, ids: the values that
+# come back on every span), and how many of each it keeps before it starts again.
+UNCHANGED_TEXT_CHARS = 64
+UNCHANGED_MAX = 4_096
 
 
 class Redactor:
@@ -461,6 +465,8 @@ class Redactor:
         # (rules, memory), read and replaced whole, so that a reader never pairs one rules'
         # memory with another's rules.
         self._names: tuple[_Rules | None, dict[str, str]] = (None, {})
+        # ``unchanged``'s memory, the same way: (rules, names, texts).
+        self._unchanged: tuple[_Rules | None, set[str], set[str]] = (None, set(), set())
         self.callback_failures = 0
         self.overflows = 0
         self._callback_warned = False
@@ -555,6 +561,21 @@ class Redactor:
             if len(names) < _NAMES_MAX:
                 names[name] = known
         return known
+
+    def unchanged(self) -> tuple[set[str], set[str]] | None:
+        """The export path's memory under the rules in force (``tracescore._export.scrub``):
+        attribute names known to name no secret and to hold no credential, and short texts
+        (``UNCHANGED_TEXT_CHARS`` at most) known to hold none. Both sets are new whenever the
+        rules change (a pattern configured, a credential learned); None when a callback is set
+        (it may change any text, and differently each time), so that nothing is remembered."""
+        rules = self.rules()
+        if rules.callback is not None or not enabled or not undisguise:
+            return None
+        memory = self._unchanged
+        if memory[0] is not rules:
+            memory = (rules, set(), set())
+            self._unchanged = memory
+        return memory[1], memory[2]
 
     def overflowed(self, size: int) -> None:
         """Count a text cut at the bound (``_find``); warn the first time."""

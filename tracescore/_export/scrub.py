@@ -38,7 +38,7 @@ from opentelemetry.trace import Link, Status
 
 from tracescore._core import redact as _redact
 from tracescore._core import semconv as sc
-from tracescore._core.otel_compat import attribute_dict, own_attributes
+from tracescore._core.otel_compat import attribute_dict, own_attributes, span_fields
 
 logger = logging.getLogger("tracescore")
 
@@ -108,6 +108,58 @@ def _key(key: Any) -> tuple[Any, bool]:
     return (key, True) if new == key else (new, False)
 
 
+def _unchanged(attributes: Mapping[str, Any]) -> bool:
+    """True when redaction would change nothing in ``attributes``: no name names a secret or
+    holds a credential, no string (nor string of a sequence) holds one, and every other value
+    is a number, a flag or None. Names and short texts seen before under the same rules are
+    answered from the redactor's memory (``Redactor.unchanged``): most spans carry the same few
+    names, kinds and models, so a span with nothing to redact costs a set look-up per
+    attribute and one search per long text. False whenever unsure (bytes, other types, a
+    user's callback): ``redact_attributes`` then walks it in full."""
+    redactor = _redact.active()
+    memory = redactor.unchanged()
+    if memory is None:
+        return False
+    names, texts = memory
+    for key, value in attributes.items():
+        if key not in names:
+            if (type(key) is not str or len(key) > _redact.UNCHANGED_TEXT_CHARS
+                    or _is_secret_key(key) or redactor.redact_name(key) != key):
+                return False
+            _learn(names, key)
+        kind = type(value)
+        if kind is str:
+            if value not in texts and not _text_unchanged(redactor, texts, value):
+                return False
+        elif kind is tuple or kind is list:
+            for item in value:
+                if type(item) is str:
+                    if item not in texts and not _text_unchanged(redactor, texts, item):
+                        return False
+                elif not (item is None or type(item) in _SCALARS):
+                    return False
+        elif not (value is None or kind in _SCALARS):
+            return False
+    return True
+
+
+_SCALARS = (bool, int, float)
+
+
+def _text_unchanged(redactor: _redact.Redactor, texts: set[str], text: str) -> bool:
+    if redactor.redact_text(text) != text:
+        return False
+    if len(text) <= _redact.UNCHANGED_TEXT_CHARS:
+        _learn(texts, text)
+    return True
+
+
+def _learn(memory: set[str], text: str) -> None:
+    if len(memory) >= _redact.UNCHANGED_MAX:
+        memory.clear()  # ids, questions and times fill it too: start again
+    memory.add(text)
+
+
 def redact_attributes(attributes: Mapping[str, Any] | None) -> Mapping[str, Any] | None:
     """``attributes`` with every value redacted (see the module docstring); the same mapping
     when nothing changed.
@@ -121,7 +173,7 @@ def redact_attributes(attributes: Mapping[str, Any] | None) -> Mapping[str, Any]
         >>> dict(redact_attributes({"db.password": "hunter2", "n": 3}))
         {'db.password': '[REDACTED]', 'n': 3}
     """
-    if not attributes:
+    if not attributes or _unchanged(attributes):
         return attributes
     changed: dict[str, Any] | None = None
     renamed: list[tuple[str, str, Any]] = []
@@ -208,17 +260,18 @@ class Scrubber:
             self.price is not None and foreign and span.attributes) else None
         if not self.foreign and foreign:
             return span if not extra else _with_attributes(span, extra)
-        name = _redact.redact_name(span.name) if span.name else span.name
-        if name == span.name:
-            name = span.name
-        # Read once: ``span.attributes`` is a new read-only view at every call, so a view read
-        # again is never the same object. The plain dict behind an ended span's attributes is
-        # walked at C speed; it is passed on only when redaction changed nothing.
-        original = attribute_dict(own_attributes(span), frozen_only=True) or span.attributes
+        # The span's own fields, read once (the public properties copy its containers).
+        old_name, old_context, old_status, own, own_events, own_links = span_fields(span)
+        name = _redact.redact_name(old_name) if old_name else old_name
+        if name == old_name:
+            name = old_name
+        # The plain dict behind an ended span's attributes is walked at C speed; it is passed
+        # on only when redaction changed nothing (``span.attributes`` is a new view each time).
+        original = attribute_dict(own, frozen_only=True) or span.attributes
         attributes = redact_attributes(original)
         if extra:
             attributes = {**(attributes or {}), **extra}
-        events = span.events
+        events = span.events if own_events else ()
         new_events: list[Event] | None = None
         for i, event in enumerate(events):
             event_name = _redact.redact_name(event.name) if event.name else event.name
@@ -229,7 +282,7 @@ class Scrubber:
                 if new_events is None:
                     new_events = list(events)
                 new_events[i] = Event(event_name, event_attrs, event.timestamp)
-        links = span.links
+        links = span.links if own_links else ()
         new_links: list[Link] | None = None
         for i, link in enumerate(links):
             link_attrs = redact_attributes(link.attributes)
@@ -238,18 +291,19 @@ class Scrubber:
                 if new_links is None:
                     new_links = list(links)
                 new_links[i] = Link(link_context, link_attrs)
-        status = span.status
+        status = old_status
         if status is not None and status.description:
             description = _redact.redact_text(status.description)
             if description is not status.description:
                 status = Status(status.status_code, description)
-        resource = self._resource(span.resource)
+        old_resource = span.resource
+        resource = self._resource(old_resource)
         new_scope = self._scope(scope)
-        context = _context(span.context)
-        if (name is span.name and attributes is original and new_events is None
-                and new_links is None and status is span.status
-                and resource is span.resource and new_scope is scope
-                and context is span.context):
+        context = _context(old_context)
+        if (name is old_name and attributes is original and new_events is None
+                and new_links is None and status is old_status
+                and resource is old_resource and new_scope is scope
+                and context is old_context):
             return span
         return ReadableSpan(
             name=name,
