@@ -663,7 +663,8 @@ def cost_attributes(span: Any, price_file: str | None) -> dict[str, Any] | None:
     own; None when it has a cost already, wraps another model span of the same call (which
     carries the cost), or cannot be priced exactly. Never raises."""
     try:
-        attrs = span.attributes
+        # The plain dict behind an ended span's attributes (looked up at C speed).
+        attrs = attribute_dict(own_attributes(span), frozen_only=True) or span.attributes
         context = span.context
         if context is not None and _wrappers.pop(context.span_id, _MISSING) is not _MISSING:
             return None
