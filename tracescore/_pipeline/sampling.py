@@ -56,7 +56,7 @@ class TracePicker:
         True
     """
 
-    __slots__ = ("_samples", "_last", "_fixed")
+    __slots__ = ("_samples", "_last", "_fixed", "_salts", "_one")
 
     def __init__(self, samples: list[tuple[float, str]] | tuple[tuple[float, str], ...]) -> None:
         self._samples = tuple((float(rate), str(salt)) for rate, salt in samples)
@@ -65,16 +65,40 @@ class TracePicker:
         self._fixed: tuple[bool, ...] | None = (
             tuple(rate >= 1.0 for rate, _ in self._samples)
             if all(rate >= 1.0 or rate <= 0.0 for rate, _ in self._samples) else None)
+        # ``trace_sampled``'s test, taken apart: one hash per distinct salt (rules that share
+        # one share the hash), compared with each rule's bound (``2**64`` picks every trace,
+        # 0 none).
+        salts: dict[bytes, list[tuple[int, int]]] = {}
+        for i, (rate, salt) in enumerate(self._samples):
+            bound = _BOUND if rate >= 1.0 else 0 if rate <= 0.0 else int(rate * _BOUND)
+            salts.setdefault(salt.encode("utf-8"), []).append((i, bound))
+        self._salts = tuple((salt, tuple(pairs)) for salt, pairs in salts.items())
+        # The common case, one rule: its salt and bound.
+        self._one = ((self._salts[0][0], self._salts[0][1][0][1])
+                     if len(self._samples) == 1 else None)
 
     def decide(self, trace_id: int) -> tuple[bool, ...]:
-        """For each sample, in order, whether it picks ``trace_id``."""
+        """For each sample, in order, whether it picks ``trace_id`` (as ``trace_sampled``
+        decides)."""
         fixed = self._fixed
         if fixed is not None:
             return fixed
         last = self._last  # one read: a pair written whole by any thread
         if last[0] == trace_id:
             return last[1]
-        decision = tuple(trace_sampled(trace_id, rate, salt) for rate, salt in self._samples)
+        key = trace_id.to_bytes(16, "big")
+        one = self._one
+        if one is not None:
+            decision: tuple[bool, ...] = (int.from_bytes(
+                hashlib.blake2b(key + one[0], digest_size=8).digest(), "big") < one[1],)
+        else:
+            picked = [False] * len(self._samples)
+            for salt, pairs in self._salts:
+                hashed = int.from_bytes(hashlib.blake2b(key + salt, digest_size=8).digest(),
+                                        "big")
+                for i, bound in pairs:
+                    picked[i] = hashed < bound
+            decision = tuple(picked)
         self._last = (trace_id, decision)
         return decision
 
