@@ -217,3 +217,33 @@ def test_a_span_subclass_reporting_drops_keeps_them_in_the_held_copy() -> None:
     assert (copy.dropped_attributes, copy.dropped_events, copy.dropped_links) == (2, 3, 4)
     assert dict(copy.attributes) == {"a": 1, "tracescore.score.x": 1.0}
     assert [e.name for e in copy.events] == ["e", "score"]
+
+
+def test_rules_at_several_rates_and_salts_each_score_exactly_their_traces() -> None:
+    # The picker hashes a trace once per distinct salt (a rule's name; unnamed rules share
+    # the empty one) and compares the hash with each rule's bound: every rule must still pick
+    # exactly the traces ``trace_sampled`` gives it.
+    from tests.helpers import ProbeScorer, eval_events, finished, memory_configure
+    from tracescore._pipeline.sampling import trace_sampled
+
+    rules = [("named", 0.3, "x"), ("plain-half", 0.5, None), ("plain-fifth", 0.2, None),
+             ("all", 1.0, "y"), ("none", 0.0, None)]
+    _, exp = memory_configure(scoring=[
+        tracescore.ScoringRule(scorer=ProbeScorer(id=scorer_id), sample_rate=rate, name=name)
+        for scorer_id, rate, name in rules])
+
+    @tracescore.agent
+    def answer(question: str) -> str:
+        return "an answer"
+
+    for _ in range(80):
+        answer("q")
+    spans = finished(exp)
+    assert len(spans) == 80
+    for scorer_id, rate, name in rules:
+        picked = {s.context.trace_id for s in spans
+                  if trace_sampled(s.context.trace_id, rate, name or "")}
+        scored = {s.context.trace_id for s in spans
+                  if any(e["gen_ai.evaluation.name"] == scorer_id for e in eval_events(s))}
+        assert scored == picked, scorer_id
+    assert 0 < sum(1 for s in spans if trace_sampled(s.context.trace_id, 0.2, "")) < 80

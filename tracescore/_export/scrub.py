@@ -38,7 +38,7 @@ from opentelemetry.trace import Link, Status
 
 from tracescore._core import redact as _redact
 from tracescore._core import semconv as sc
-from tracescore._core.otel_compat import attribute_dict, own_attributes, span_fields
+from tracescore._core.otel_compat import attribute_dict, span_fields
 
 logger = logging.getLogger("tracescore")
 
