@@ -68,6 +68,8 @@ PROCESS_WIDE: dict[str, dict[str, str]] = {
                     "(spans of every runtime; bounded)",
         "_wrappers": "model-call spans in flight found wrapping a counted one, by span id "
                      "(bounded)",
+        "_priced": "model-call spans in flight priced as they were counted, by span id, for "
+                   "their export (bounded)",
     },
     "tracescore._judge.direct": {
         "_PRICES": "cache: litellm's price table, read once",

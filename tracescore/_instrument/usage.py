@@ -523,10 +523,14 @@ _MAX_COUNTED = 4096
 
 # Other instrumentations' model spans found wrapping a counted one: no cost attribute at export.
 _wrappers: dict[int, None] = {}
+# Model calls ``record_counted`` priced from the table, by span id: (price file, cost), taken
+# by ``cost_attributes`` when the same span is exported (looked up once, not twice). Bounded
+# as ``_counted``.
+_priced: dict[int, tuple[str | None, tuple[float, float] | None]] = {}
 
 
-def _note(table: dict[int, None], span_id: int) -> None:
-    table[span_id] = None
+def _note(table: dict[int, Any], span_id: int, value: Any = None) -> None:
+    table[span_id] = value
     if len(table) > _MAX_COUNTED:
         with contextlib.suppress(KeyError, RuntimeError, StopIteration):
             del table[next(iter(table))]
@@ -648,6 +652,9 @@ def record_counted(span: Any, agent: str | None, telemetry: Any,
             spent = (spent_total, 0.0)
         else:
             spent = cost(usage, lookup(prices_or_shipped(price_file), usage.model))
+            context = span.context
+            if context is not None:
+                _note(_priced, context.span_id, (price_file, spent))
         telemetry.record_llm_call(
             usage, spent, agent=agent,
             request_model=attrs.get(sc.GEN_AI_REQUEST_MODEL),
@@ -670,11 +677,15 @@ def cost_attributes(span: Any, price_file: str | None) -> dict[str, Any] | None:
             return None
         if attrs.get(sc.GEN_AI_USAGE_COST) is not None or attrs.get(sc.LLM_COST_TOTAL) is not None:
             return None
-        found = from_attributes(attrs)
-        if found is None:
-            return None
-        usage = found[0]
-        spent = cost(usage, lookup(prices_or_shipped(price_file), usage.model))
+        known = _priced.pop(context.span_id, None) if context is not None else None
+        if known is not None and known[0] == price_file:
+            spent = known[1]  # priced as it was counted
+        else:
+            found = from_attributes(attrs)
+            if found is None:
+                return None
+            usage = found[0]
+            spent = cost(usage, lookup(prices_or_shipped(price_file), usage.model))
         if spent is None:
             return None
         total = spent[0] + spent[1]
