@@ -103,8 +103,15 @@ class Page:
         return result["result"].get("value")
 
     def open(self, url: str, shows: str) -> None:
-        """Navigate to ``url`` and wait until the page's text contains ``shows``."""
+        """Navigate to ``url`` and wait until the page has loaded whole (a large page is parsed
+        in parts: its first text shows before its last element exists) and its text contains
+        ``shows``."""
+        self.evaluate("window.tracescoreLeft = true")  # marks the page being left
         self.call("Page.navigate", url=url)
+        servers.wait_for(
+            lambda: True if self.evaluate(
+                "!window.tracescoreLeft && document.readyState === 'complete'") else None,
+            timeout=60, what=f"{url} loaded")
         self.wait_text(shows)
 
     def wait_text(self, text: str, timeout: float = 60) -> None:
