@@ -296,3 +296,42 @@ def test_a_value_exported_as_it_was_is_redacted_once_it_becomes_a_known_credenti
         assert dict(after.events[0].attributes) == {"value": "[REDACTED]"}
     finally:
         tracescore.shutdown(3000)
+
+
+def test_a_captured_value_once_found_clean_is_redacted_once_it_becomes_a_known_credential() -> \
+        None:
+    # Capture remembers the short texts it found nothing in (the same question, the same
+    # answer, call after call); a credential the process learns later must not be let through
+    # by that memory, nor a text a pattern configured later matches.
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    key = "Qm3Vx8Tn5Rb2Hk9Pw4Ld"  # nothing marks it as a credential until the judge is built
+    other = "Zy6Wc1Fs7Gj0Uq"
+    first, second = InMemorySpanExporter(), InMemorySpanExporter()
+
+    @tracescore.tool(name="lookup")
+    def lookup(code: str) -> str:
+        return f"{code} plain"
+
+    try:
+        tracescore.configure(exporter=first, tracer_provider=TracerProvider())
+        for code in (key, key, other):  # the second call is answered from the memory
+            lookup(code)
+        assert tracescore.force_flush(10_000)  # exported before the key is known
+        tracescore.Judge("openai/gpt-4o-mini", api_key=key)
+        lookup(key)
+        assert tracescore.force_flush(10_000)
+        spans = first.get_finished_spans()
+        assert [s.attributes["input.value"] for s in spans[:2]] == [f'{{"code": "{key}"}}'] * 2
+        assert [s.attributes["output.value"] for s in spans[:2]] == [f'"{key} plain"'] * 2
+        assert spans[2].attributes["output.value"] == f'"{other} plain"'
+        after = spans[3].attributes
+        assert key not in after["input.value"] and key not in after["output.value"], after
+        tracescore.configure(exporter=second, tracer_provider=TracerProvider(),
+                             redaction=tracescore.RedactionOptions(patterns=[r"plain"]))
+        lookup(other)
+        assert tracescore.force_flush(10_000)
+        assert second.get_finished_spans()[0].attributes["output.value"] == \
+            f'"{other} [REDACTED]"'
+    finally:
+        tracescore.shutdown(3000)

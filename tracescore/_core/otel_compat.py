@@ -121,7 +121,10 @@ def own_links(span: Any) -> Any:
 def attribute_dict(attributes: Any, *, frozen_only: bool = False) -> dict[str, Any] | None:
     """The plain dict inside the SDK's ``BoundedAttributes``, or ``None`` (anything else, or
     with ``frozen_only`` a container that may still change): then read it as a ``Mapping``."""
-    if not FAST_ATTRIBUTES or not isinstance(attributes, Mapping):
+    if attributes.__class__ is BoundedAttributes:  # the SDK's own: no ABC check (~0.3 µs)
+        if not FAST_ATTRIBUTES:
+            return None
+    elif not FAST_ATTRIBUTES or not isinstance(attributes, Mapping):
         return None
     inner = getattr(attributes, "_dict", None)
     if inner.__class__ is not dict:

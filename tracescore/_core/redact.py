@@ -438,6 +438,14 @@ UNCHANGED_TEXT_CHARS = 64
 UNCHANGED_MAX = 4_096
 
 
+def note_clean(memory: set[str], text: str) -> None:
+    """Add ``text`` to one of ``Redactor.unchanged``'s sets, emptied first when it holds
+    ``UNCHANGED_MAX`` (ids, questions and times fill it too: it starts again)."""
+    if len(memory) >= UNCHANGED_MAX:
+        memory.clear()
+    memory.add(text)
+
+
 class Redactor:
     """One runtime's redaction: the built-in rules and the process's known credentials, plus
     the user's patterns and callback of that runtime, with its counters. ``configure()``'s
@@ -531,14 +539,27 @@ class Redactor:
         rules = self._rules
         if rules is None or self._version != _KNOWN.version:
             rules = self.rules()
-        if len(text) >= MIN_SECRET_LENGTH:
+        size = len(text)
+        if size >= MIN_SECRET_LENGTH:
+            # A short text found clean under these rules before is answered from memory
+            # (``unchanged``'s, shared with the export path): the same questions, answers and
+            # arguments come back call after call.
+            memory = self._unchanged
+            if size <= UNCHANGED_TEXT_CHARS and memory[0] is rules and text in memory[2]:
+                return text
             try:
+                found = text
                 if not _quiet(rules, text):
-                    text = _scan(self, rules, text)
+                    found = _scan(self, rules, text)
                 if rules.extra is not None:
-                    text = rules.extra.sub(REDACTED, text)
+                    found = rules.extra.sub(REDACTED, found)
             except Exception:  # noqa: BLE001 - redaction must never break the caller
                 return REDACTED
+            if found == text and size <= UNCHANGED_TEXT_CHARS:
+                texts = self._memory(rules)
+                if texts is not None:
+                    note_clean(texts, text)
+            text = found
         if rules.callback is not None and text and not getattr(_own_message, "active", False):
             return self._call_user(rules.callback, text)
         return text
@@ -569,13 +590,21 @@ class Redactor:
         rules change (a pattern configured, a credential learned); None when a callback is set
         (it may change any text, and differently each time), so that nothing is remembered."""
         rules = self.rules()
+        if self._memory(rules) is None:
+            return None
+        memory = self._unchanged
+        return memory[1], memory[2]
+
+    def _memory(self, rules: _Rules) -> set[str] | None:
+        """The short texts known clean under ``rules`` (a new memory when they changed); None
+        when nothing may be remembered (a callback is set)."""
         if rules.callback is not None or not enabled or not undisguise:
             return None
         memory = self._unchanged
         if memory[0] is not rules:
             memory = (rules, set(), set())
             self._unchanged = memory
-        return memory[1], memory[2]
+        return memory[2]
 
     def overflowed(self, size: int) -> None:
         """Count a text cut at the bound (``_find``); warn the first time."""

@@ -91,6 +91,14 @@ def utf8_safe(text: str) -> str:
         return _SURROGATES.sub("\ufffd", text)
 
 
+def _fitted(encoded: str, max_length: int) -> str:
+    """``truncate`` then ``utf8_safe``, with the common case (short, ASCII) answered at once:
+    this runs twice on every decorated call."""
+    if encoded.isascii() and (max_length <= 0 or len(encoded) <= max_length):
+        return encoded
+    return utf8_safe(truncate(encoded, max_length))
+
+
 def _shown(text: str, max_length: int) -> str:
     """``text`` redacted, then cut to ``max_length`` (searching only what can survive the cut,
     plus a little, so a 10 MB string costs no more than the cap)."""
@@ -238,7 +246,8 @@ def to_json(value: Any, max_length: int = DEFAULT_MAX_LENGTH) -> str:
     # Fast path for the common shapes (a string, a flat dict of scalars), which need no walk.
     kind = type(value)
     if kind is str:
-        return utf8_safe(truncate(_ENCODE(_shown(value, max_length)), max_length))
+        return _fitted(_ENCODE(_shown(value, max_length) if 0 < max_length < len(value)
+                               else redact_text(value)), max_length)
     if kind is dict and len(value) <= 64:
         flat = True
         for k, v in value.items():
@@ -261,7 +270,7 @@ def to_json(value: Any, max_length: int = DEFAULT_MAX_LENGTH) -> str:
                               else v)
             encoded = ("".join(_ENCODE_FLAT(shown, 0)) if _ENCODE_FLAT is not None
                        else _ENCODE(shown))
-            return utf8_safe(truncate(encoded, max_length))
+            return _fitted(encoded, max_length)
     try:
         text = json.dumps(
             _jsonable(value, max_length, 0, set(), _Budget(max_length)),

@@ -126,7 +126,7 @@ def _unchanged(attributes: Mapping[str, Any]) -> bool:
             if (type(key) is not str or len(key) > _redact.UNCHANGED_TEXT_CHARS
                     or _is_secret_key(key) or redactor.redact_name(key) != key):
                 return False
-            _learn(names, key)
+            _redact.note_clean(names, key)
         kind = type(value)
         if kind is str:
             if value not in texts and not _text_unchanged(redactor, texts, value):
@@ -150,14 +150,8 @@ def _text_unchanged(redactor: _redact.Redactor, texts: set[str], text: str) -> b
     if redactor.redact_text(text) != text:
         return False
     if len(text) <= _redact.UNCHANGED_TEXT_CHARS:
-        _learn(texts, text)
+        _redact.note_clean(texts, text)
     return True
-
-
-def _learn(memory: set[str], text: str) -> None:
-    if len(memory) >= _redact.UNCHANGED_MAX:
-        memory.clear()  # ids, questions and times fill it too: start again
-    memory.add(text)
 
 
 def redact_attributes(attributes: Mapping[str, Any] | None) -> Mapping[str, Any] | None:

@@ -230,8 +230,12 @@ def _start(rt: Runtime, spec: _Spec, instance: Any, args: tuple[Any, ...],
         wanted = rt.scoring
         if wanted:
             picks = rt.picks
-            if picks is not None and not picks(span.get_span_context().trace_id):
-                wanted = False  # no rule can score this trace: scoring needs no record
+            if picks is not None:
+                picked = picks.always  # known without the trace id when every rate is 0 or 1
+                if picked is None:
+                    picked = picks(span.get_span_context().trace_id)
+                if not picked:
+                    wanted = False  # no rule can score this trace: scoring needs no record
         if span.is_recording() and (capture or wanted):
             arguments = spec.bind(instance, args, kwargs)
             if wanted:

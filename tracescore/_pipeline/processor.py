@@ -296,7 +296,7 @@ class ScoringSpanProcessor(SpanProcessor):
         whatever it matches: it goes straight to export (most spans, at a low rate)."""
         if ctx is None or not self._rules or self._closed:
             return None
-        sampled = self.picks.decide(ctx.trace_id)
+        sampled = self.picks.fixed or self.picks.decide(ctx.trace_id)
         if (True in sampled or self._route_all or (
                 self._score_errors and span.status.status_code is StatusCode.ERROR)):
             return sampled

@@ -48,6 +48,12 @@ class TracePicker:
     Args:
         samples: ``(rate, salt)`` pairs, as ``trace_sampled`` takes them, one per rule.
 
+    Attributes:
+        fixed: every trace's decision when each rate is 0 or 1 (known without the trace's
+            id), else None.
+        always: whether any sample picks every trace (True) or none picks any (False) when
+            ``fixed``; else None.
+
     Examples:
         >>> picks = TracePicker([(0.0, ""), (1.0, "")])
         >>> picks.decide(0x5b8efff798038103d269b633813fc60c)
@@ -56,15 +62,16 @@ class TracePicker:
         True
     """
 
-    __slots__ = ("_samples", "_last", "_fixed", "_salts", "_one")
+    __slots__ = ("_samples", "_last", "fixed", "always", "_salts", "_one")
 
     def __init__(self, samples: list[tuple[float, str]] | tuple[tuple[float, str], ...]) -> None:
         self._samples = tuple((float(rate), str(salt)) for rate, salt in samples)
         self._last: tuple[int, tuple[bool, ...]] = (-1, ())
         # Known without hashing when every rate is 0 or 1.
-        self._fixed: tuple[bool, ...] | None = (
+        self.fixed: tuple[bool, ...] | None = (
             tuple(rate >= 1.0 for rate, _ in self._samples)
             if all(rate >= 1.0 or rate <= 0.0 for rate, _ in self._samples) else None)
+        self.always: bool | None = None if self.fixed is None else True in self.fixed
         # ``trace_sampled``'s test, taken apart: one hash per distinct salt (rules that share
         # one share the hash), compared with each rule's bound (``2**64`` picks every trace,
         # 0 none).
@@ -80,7 +87,7 @@ class TracePicker:
     def decide(self, trace_id: int) -> tuple[bool, ...]:
         """For each sample, in order, whether it picks ``trace_id`` (as ``trace_sampled``
         decides)."""
-        fixed = self._fixed
+        fixed = self.fixed
         if fixed is not None:
             return fixed
         last = self._last  # one read: a pair written whole by any thread
