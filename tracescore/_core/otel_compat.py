@@ -22,7 +22,7 @@ from typing import Any
 from opentelemetry.attributes import BoundedAttributes
 from opentelemetry.sdk.trace import Event, ReadableSpan
 from opentelemetry.sdk.util import BoundedList
-from opentelemetry.trace import SpanContext, Status
+from opentelemetry.trace import SpanContext, Status, TraceState
 
 __all__ = [
     "FAST_ATTRIBUTES",
@@ -35,6 +35,8 @@ __all__ = [
     "own_links",
     "span_context",
     "span_fields",
+    "span_origin",
+    "trace_state_of",
 ]
 
 
@@ -75,9 +77,32 @@ def _lists_readable() -> bool:
         return False
 
 
+def _states_readable() -> bool:
+    """Whether a ``SpanContext`` is the tuple whose fifth item is its ``TraceState``, which
+    keeps its entries in ``_dict``."""
+    state = TraceState([("k", "v")])
+    try:
+        context = SpanContext(1, 1, False, trace_state=state)
+        return context[4] is state and len(state._dict) == 1  # noqa: SLF001
+    except (AttributeError, IndexError, TypeError):
+        return False
+
+
+def _origins_readable() -> bool:
+    """Whether a ``ReadableSpan`` keeps its scope and resource under the names read below."""
+    span = ReadableSpan("probe")
+    try:
+        return (span._instrumentation_scope is span.instrumentation_scope  # noqa: SLF001
+                and span._resource is span.resource)  # noqa: SLF001
+    except AttributeError:
+        return False
+
+
 FAST_SPANS: bool = _spans_readable()
 FAST_ATTRIBUTES: bool = _attributes_readable()
 FAST_LISTS: bool = _lists_readable()
+FAST_STATES: bool = _states_readable()
+FAST_ORIGINS: bool = FAST_SPANS and _origins_readable()
 
 
 def span_context(span: Any) -> SpanContext | None:
@@ -90,10 +115,17 @@ def span_context(span: Any) -> SpanContext | None:
 
 def span_fields(span: Any) -> tuple[str, SpanContext | None, Status | None, Any, Any, Any]:
     """``(name, context, status, attributes, events, links)`` of an ended span, without the
-    copies the public properties make where the span holds its own containers."""
+    copies the public properties make where the span holds its own containers (for events
+    and links, the deques behind the SDK's bounded lists)."""
     if FAST_SPANS and span.__class__ is ReadableSpan:
+        events, links = span._events, span._links  # noqa: SLF001
+        if FAST_LISTS:  # the deques behind them: no Python call to ask whether they are empty
+            if events.__class__ is BoundedList:
+                events = events._dq  # type: ignore[attr-defined]  # noqa: SLF001
+            if links.__class__ is BoundedList:
+                links = links._dq  # type: ignore[attr-defined]  # noqa: SLF001
         return (span._name, span._context, span._status,  # noqa: SLF001
-                span._attributes, span._events, span._links)  # noqa: SLF001
+                span._attributes, events, links)  # noqa: SLF001
     attributes = own_attributes(span)
     events = own_events(span)
     links = own_links(span)
@@ -101,6 +133,23 @@ def span_fields(span: Any) -> tuple[str, SpanContext | None, Status | None, Any,
             span.attributes if attributes is None else attributes,
             span.events if events is None else events,
             span.links if links is None else links)
+
+
+def span_origin(span: Any) -> tuple[Any, Any]:
+    """``(span.instrumentation_scope, span.resource)``, read from the fields for the SDK's own
+    ``ReadableSpan``."""
+    if FAST_ORIGINS and span.__class__ is ReadableSpan:
+        return span._instrumentation_scope, span._resource  # noqa: SLF001
+    return span.instrumentation_scope, span.resource
+
+
+def trace_state_of(context: Any) -> Any:
+    """``context.trace_state`` when it has entries, else None (most spans have none)."""
+    if FAST_STATES and context.__class__ is SpanContext:
+        state = context[4]
+        return state if state._dict else None  # noqa: SLF001
+    state = getattr(context, "trace_state", None)
+    return state if state else None
 
 
 def own_attributes(span: Any) -> Any:

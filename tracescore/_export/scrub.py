@@ -38,7 +38,12 @@ from opentelemetry.trace import Link, Status
 
 from tracescore._core import redact as _redact
 from tracescore._core import semconv as sc
-from tracescore._core.otel_compat import attribute_dict, span_fields
+from tracescore._core.otel_compat import (
+    attribute_dict,
+    span_fields,
+    span_origin,
+    trace_state_of,
+)
 
 logger = logging.getLogger("tracescore")
 
@@ -222,6 +227,8 @@ class Scrubber:
         self.price = price
         self._resources: dict[int, tuple[Resource, Resource]] = {}
         self._scopes: dict[int, tuple[InstrumentationScope, InstrumentationScope]] = {}
+        # The last scope read and whether it is another instrumentation's, one tuple.
+        self._last_scope: tuple[Any, bool] = (None, True)
 
     def __call__(self, spans: Sequence[ReadableSpan]) -> list[ReadableSpan]:
         """The batch with each span redacted, one for one; a span that cannot be read safely
@@ -248,8 +255,13 @@ class Scrubber:
     def span(self, span: ReadableSpan) -> ReadableSpan:
         """One span, redacted (the same object when nothing needed redacting or the span is
         foreign and ``foreign`` is off)."""
-        scope = span.instrumentation_scope
-        foreign = scope is None or scope.name != sc.INSTRUMENTATION_SCOPE
+        scope, old_resource = span_origin(span)
+        last = self._last_scope  # a batch's spans mostly share one scope
+        if last[0] is scope:
+            foreign = last[1]
+        else:
+            foreign = scope is None or scope.name != sc.INSTRUMENTATION_SCOPE
+            self._last_scope = (scope, foreign)
         extra = self.price(span) if (
             self.price is not None and foreign and span.attributes) else None
         if not self.foreign and foreign:
@@ -290,10 +302,9 @@ class Scrubber:
             description = _redact.redact_text(status.description)
             if description is not status.description:
                 status = Status(status.status_code, description)
-        old_resource = span.resource
         resource = self._resource(old_resource)
         new_scope = self._scope(scope)
-        context = _context(old_context)
+        context = old_context if trace_state_of(old_context) is None else _context(old_context)
         if (name is old_name and attributes is original and new_events is None
                 and new_links is None and status is old_status
                 and resource is old_resource and new_scope is scope

@@ -19,7 +19,7 @@ from typing import Any
 from opentelemetry.sdk.trace import Event, ReadableSpan
 
 from tracescore._core import semconv as sc
-from tracescore._core.otel_compat import attribute_dict, span_fields
+from tracescore._core.otel_compat import attribute_dict, span_fields, trace_state_of
 
 logger = logging.getLogger("tracescore")
 
@@ -62,12 +62,14 @@ def value_size(value: Any) -> int:
 
 def attributes_size(attributes: Mapping[str, Any] | None) -> int:
     """Upper bound of the bytes of an OTLP ``KeyValue`` list."""
-    if not attributes:
+    if attributes is None:
         return 0
     # The SDK's BoundedAttributes of an ended span is immutable: its dict is read directly
     # (the Mapping view would look every key up again through a Python method).
     inner = attribute_dict(attributes, frozen_only=True)
     plain: Mapping[str, Any] = attributes if inner is None else inner
+    if not plain:
+        return 0
     if plain.__class__ is dict:
         # The common shape, counted in C (this runs on the thread that ends every span): every
         # key and value an ASCII string, so characters are bytes. Joining copies the text once,
@@ -107,11 +109,10 @@ def span_size(span: ReadableSpan) -> int:
     # Each property is a Python call, and ``attributes``/``events``/``links`` copy.
     name, context, status, attributes, events, links = span_fields(span)
     total = _SPAN_FIXED + (len(name) if name.isascii() else text_size(name))
-    if attributes:
-        total += attributes_size(attributes)
-    if context is not None and context.trace_state:
-        total += _FIELD + sum(text_size(k) + text_size(v) + 2 for k, v in
-                              context.trace_state.items())
+    total += attributes_size(attributes)
+    state = trace_state_of(context) if context is not None else None
+    if state is not None:
+        total += _FIELD + sum(text_size(k) + text_size(v) + 2 for k, v in state.items())
     if status is not None and status.description:
         total += _FIELD + text_size(status.description)
     if events:
