@@ -76,6 +76,11 @@ _SKIP_FIELDS = {
 }
 
 
+def _unscored(span: ReadableSpan) -> None:
+    logger.warning("tracescore failed to schedule scoring for span %r; it is exported unscored "
+                   "and the application is unaffected", span.name, exc_info=True)
+
+
 class ScoringSpanProcessor(SpanProcessor):
     """Holds sampled spans until their scores are attached, then hands them downstream.
 
@@ -136,6 +141,7 @@ class ScoringSpanProcessor(SpanProcessor):
         self._runtime = runtime
         self._count_usage = count_usage and telemetry is not None
         self._put = getattr(downstream, "put", None)
+        self._hand = getattr(downstream, "hand", None)  # ExportProcessor.hand: no routing
         self._rules = tuple(rules)
         self._score_timeout = score_timeout
         self.flush_timeout = flush_timeout
@@ -242,13 +248,15 @@ class ScoringSpanProcessor(SpanProcessor):
                     if scope is None or scope.name != _OWN_SCOPE:
                         agent = _usage.counted_on_end(span)
                 sampled = self._may_pick(span, ctx)
+                if sampled is None and agent is _usage.NOT_COUNTED and self._hand is not None:
+                    self._hand(span)  # nothing to count or route: to the export thread
+                    return
                 record = (self._ending.get((ctx.trace_id, ctx.span_id))
                           if sampled is not None and self._ending else None)
                 self._handoff.put((span, ctx, sampled, record, agent))
                 return
         except Exception:
-            logger.warning("tracescore failed to schedule scoring for span %r; it is exported "
-                           "unscored and the application is unaffected", span.name, exc_info=True)
+            _unscored(span)
         self._export(span)
 
     def _route_handed(self, item: tuple[ReadableSpan, Any, Any, Any, Any]) -> None:
@@ -256,15 +264,13 @@ class ScoringSpanProcessor(SpanProcessor):
         span, ctx, sampled, record, agent = item
         try:
             if agent is not _usage.NOT_COUNTED:
-                runtime = self._runtime
                 _usage.record_counted(span, agent, self._telemetry,
-                                      runtime.price_file if runtime is not None else None)
+                                      getattr(self._runtime, "price_file", None))
             if (sampled is not None and not self._closed
                     and self._route(span, ctx, sampled, record) != "passed"):
                 return
         except Exception:
-            logger.warning("tracescore failed to schedule scoring for span %r; it is exported "
-                           "unscored and the application is unaffected", span.name, exc_info=True)
+            _unscored(span)
         self._export(span)
 
     def route(self, span: ReadableSpan, encoded: int | None = None, *,
@@ -285,8 +291,7 @@ class ScoringSpanProcessor(SpanProcessor):
                 if outcome != "passed":
                     return outcome
         except Exception:
-            logger.warning("tracescore failed to schedule scoring for span %r; it is exported "
-                           "unscored and the application is unaffected", span.name, exc_info=True)
+            _unscored(span)
         if forward:
             self._export(span, encoded)
         return "passed"
@@ -337,8 +342,7 @@ class ScoringSpanProcessor(SpanProcessor):
                 if self._score(span, ctx, reader, kind, selected, beneath) != "passed":
                     return
         except Exception:
-            logger.warning("tracescore failed to schedule scoring for span %r; it is exported "
-                           "unscored and the application is unaffected", span.name, exc_info=True)
+            _unscored(span)
         self._export(span)
 
     def _score(self, span: ReadableSpan, ctx: Any, reader: Reader, kind: str | None,
