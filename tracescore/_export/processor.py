@@ -199,10 +199,12 @@ class ExportProcessor(ExportThread, SpanProcessor):
         except Exception:
             logger.debug("tracescore could not queue a span for export", exc_info=True)
 
-    def _enqueue(self, span: ReadableSpan, encoded: int) -> str | None:
-        """Queue a measured span (holding the lock); the cause when it is dropped instead."""
+    def _enqueue(self, span: ReadableSpan, encoded: int, draining: bool = False) -> str | None:
+        """Queue a measured span (holding the lock); the cause when it is dropped instead.
+        ``draining``: the export thread admits a span handed before the shutdown, in its last
+        flush, which exports it."""
         size = encoded + SPAN_OVERHEAD
-        if self._closed:
+        if self._closed and not draining:
             return SHUTDOWN
         if size > self.queue_bytes:
             return TOO_LARGE

@@ -65,7 +65,7 @@ class ExportThread:
     _admitting: int
     _admit_lock: threading.Lock
     _queued_total: int
-    _enqueue: Callable[[ReadableSpan, int], str | None]
+    _enqueue: Callable[[ReadableSpan, int, bool], str | None]
     _queued_bytes: int
     _queued_encoded: int
     _settled_total: int
@@ -207,10 +207,11 @@ class ExportThread:
                 logger.debug("tracescore could not measure a span for export", exc_info=True)
                 measured.append((span, None))
         causes: dict[str, int] = {}
+        draining = threading.current_thread() is self._thread
         with self._cond:
             self._admitting -= len(spans)
             for span, encoded in measured:
-                cause = None if encoded is None else self._enqueue(span, encoded)
+                cause = None if encoded is None else self._enqueue(span, encoded, draining)
                 if encoded is None or cause is not None:
                     # Left memory at once: ``mark`` counted it while it waited.
                     self._queued_total += 1

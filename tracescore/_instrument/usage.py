@@ -605,13 +605,17 @@ def counted_on_end(span: Any) -> Any:
         attrs = attribute_dict(own_attributes(span), frozen_only=True) or span.attributes
         if not attrs or not _has_tokens(attrs):
             return _MISSING
-        context = span.context
+        # ``note_counted``, ``counted_beneath`` and ``current_agent`` written out: this runs on
+        # the thread that ends every model-call span.
         parent = span.parent
-        note_counted(parent.span_id if parent is not None else None)
-        if counted_beneath(context.span_id if context is not None else None):
+        if parent is not None and parent.span_id:
+            _note(_counted, parent.span_id)
+        context = span.context
+        if context is not None and _counted.pop(context.span_id, _MISSING) is not _MISSING:
             _note(_wrappers, context.span_id)  # priced at its innermost span only
             return _MISSING
-        return current_agent()
+        agent = otel_context.get_current().get(AGENT_KEY)
+        return agent if isinstance(agent, str) else None
     except Exception:
         logger.debug("tracescore could not count a model call span's usage", exc_info=True)
         return _MISSING

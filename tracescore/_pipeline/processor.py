@@ -76,6 +76,9 @@ _SKIP_FIELDS = {
 }
 
 
+_LATER: Any = object()  # on_end: the trace's decision is made on the routing thread
+
+
 def _unscored(span: ReadableSpan) -> None:
     logger.warning("tracescore failed to schedule scoring for span %r; it is exported unscored "
                    "and the application is unaffected", span.name, exc_info=True)
@@ -234,11 +237,10 @@ class ScoringSpanProcessor(SpanProcessor):
                 logger.debug("tracescore export processor failed in on_start", exc_info=True)
 
     def on_end(self, span: ReadableSpan) -> None:
-        """Hand ``span`` to the routing thread (``handoff``) with what only its caller knows:
-        every rule's decision on its trace (a look-up once per trace), its decorator's record
-        when a rule may pick it, and, for another instrumentation's model call, the agent it
-        ran under (``usage.counted_on_end``). There it is counted, routed as ``route`` routes
-        it, and exported. Never raises."""
+        """On the calling thread only what must happen there: a span no rule can pick or count
+        goes to the export thread (``hand``); any other to the routing thread (``handoff``),
+        with its trace's decision, its decorator's record, or the agent of another
+        instrumentation's model call (``usage.counted_on_end``). Never raises."""
         try:
             if not self._closed:
                 ctx = span_context(span)
@@ -247,7 +249,8 @@ class ScoringSpanProcessor(SpanProcessor):
                     scope = span.instrumentation_scope
                     if scope is None or scope.name != _OWN_SCOPE:
                         agent = _usage.counted_on_end(span)
-                sampled = self._may_pick(span, ctx)
+                # A counted model call is routed anyway: its trace is decided there.
+                sampled = self._may_pick(span, ctx) if agent is _usage.NOT_COUNTED else _LATER
                 if sampled is None and agent is _usage.NOT_COUNTED and self._hand is not None:
                     self._hand(span)  # nothing to count or route: to the export thread
                     return
@@ -266,6 +269,7 @@ class ScoringSpanProcessor(SpanProcessor):
             if agent is not _usage.NOT_COUNTED:
                 _usage.record_counted(span, agent, self._telemetry,
                                       getattr(self._runtime, "price_file", None))
+                sampled = self._may_pick(span, ctx)
             if (sampled is not None and not self._closed
                     and self._route(span, ctx, sampled, record) != "passed"):
                 return
