@@ -128,8 +128,11 @@ class ExportThread:
                 return False, True
             if self._flush_asked > self._flush_done:
                 return True, False
-            if self._inbox:
-                return False, False  # admitted, then taken when due
+            inbox = len(self._inbox)
+            if inbox and (not self._queue or inbox >= self.max_batch_spans):
+                # The first spans after idle (their batch's deadline starts) or a batch's
+                # worth: admitted now; others wait in the inbox until the batch is due.
+                return False, False
             now = time.monotonic()
             spooled = self.spool is not None and len(self.spool) > 0
             if spooled and now >= self._sender.retry_at:
