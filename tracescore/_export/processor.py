@@ -24,11 +24,8 @@ Its shape is the SDK's (a deque, a condition, one daemon thread); what differs:
   in its ``forward_first`` mode;
 - ``force_flush`` honours its deadline.
 
-``on_start``/``on_end`` never block and never raise. ``on_end`` (``hand``) costs the thread
-that ended the span an append to an inbox; the export thread measures those spans (a walk over
-their attributes) and admits them to the queue, with the same bounds and counts, before it
-takes a batch. ``put`` queues a span whose size the caller knows (the scoring service) under
-one lock.
+``on_start``/``on_end`` never block and never raise: ``on_end`` measures the span (a walk over
+its attributes) and appends it under one lock.
 """
 
 from __future__ import annotations
@@ -44,6 +41,9 @@ from typing import Any
 
 from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor
 from opentelemetry.sdk.trace.export import SpanExporter
+from opentelemetry.trace import TraceFlags
+
+from tracescore._core.otel_compat import span_context
 
 from .scrub import Scrub
 from .sender import (
@@ -52,14 +52,15 @@ from .sender import (
     SHUTDOWN,
     Sender,
 )
+from .size import span_size
 from .spool import Spool
-from .worker import QUEUE_FULL, SPAN_OVERHEAD, TOO_LARGE, ExportThread, measure
+from .worker import SPAN_OVERHEAD, TOO_LARGE, ExportThread
 
 logger = logging.getLogger("tracescore")
 
 
-# Batches of spans ``hand`` lets wait unmeasured before the caller admits them itself.
-INBOX_BATCHES = 4
+_SAMPLED = TraceFlags.SAMPLED
+QUEUE_FULL = "queue_full"
 DROP_CAUSES = (QUEUE_FULL, EXPORT_FAILED, REJECTED, TOO_LARGE, SHUTDOWN)
 
 
@@ -126,11 +127,6 @@ class ExportProcessor(ExportThread, SpanProcessor):
         # ``__enter__`` is a Python call on the thread that ends every span).
         self._cond = threading.Condition(self._lock)
         self._queue: deque[tuple[ReadableSpan, int]] = deque()
-        # Spans handed unmeasured (``hand``), admitted to the queue by the export thread; the
-        # ones it took off and is measuring count in ``_admitting`` (``mark``).
-        self._inbox: deque[ReadableSpan] = deque()
-        self._admitting = 0
-        self._admit_lock = threading.Lock()  # one admission at a time: spans stay in order
         self._queued_bytes = 0  # with SPAN_OVERHEAD per span
         self._queued_encoded = 0  # encoded sizes only, for the batch threshold
         self._queued_total = 0  # spans ever queued (``mark``)
@@ -171,8 +167,8 @@ class ExportProcessor(ExportThread, SpanProcessor):
 
     @property
     def queued_spans(self) -> int:
-        """Spans waiting in memory (measured or not yet)."""
-        return len(self._queue) + len(self._inbox) + self._admitting
+        """Spans waiting in memory."""
+        return len(self._queue)
 
     # -- SpanProcessor -------------------------------------------------------------------------
     #: ``on_start`` does nothing: a processor that forwards to this one may skip the call.
@@ -182,79 +178,46 @@ class ExportProcessor(ExportThread, SpanProcessor):
         return None
 
     def on_end(self, span: ReadableSpan) -> None:
-        self.hand(span)
+        self.put(span, None)
 
     def put(self, span: ReadableSpan, encoded: int | None) -> None:
         """``on_end`` with the span's ``size.span_size`` already known (None: measured here).
         Never blocks, never raises."""
         try:
+            context = span_context(span)
+            if context is not None and not context.trace_flags & _SAMPLED:
+                return
             if encoded is None:
-                encoded = measure(span)
-                if encoded is None:
-                    return
+                encoded = span_size(span)
+            size = encoded + SPAN_OVERHEAD
             with self._lock:
-                cause = self._enqueue(span, encoded)
+                if self._closed:
+                    cause: str | None = SHUTDOWN
+                elif size > self.queue_bytes:
+                    cause = TOO_LARGE
+                elif self._queued_bytes + size > self.queue_bytes or (
+                        self.max_queue_spans is not None
+                        and len(self._queue) >= self.max_queue_spans):
+                    cause = QUEUE_FULL
+                else:
+                    cause = None
+                    first = not self._queue
+                    if first:
+                        self._waiting_since = time.monotonic()
+                    self._queue.append((span, encoded))
+                    self._queued_bytes += size
+                    self._queued_encoded += encoded
+                    self._queued_total += 1
+                    if self._thread is None:
+                        self._start()
+                    # Waking the thread for every span would cost a context switch each: only
+                    # when a batch is full, or for the first span of a batch (the thread waits
+                    # without a deadline on an empty queue: it must learn this one's).
+                    if (first or self._queued_encoded >= self.batch_bytes
+                            or len(self._queue) == self.max_batch_spans):
+                        self._cond.notify()
             if cause is not None:
                 self._count(cause, 1)
-        except Exception:
-            logger.debug("tracescore could not queue a span for export", exc_info=True)
-
-    def _enqueue(self, span: ReadableSpan, encoded: int, draining: bool = False) -> str | None:
-        """Queue a measured span (holding the lock); the cause when it is dropped instead.
-        ``draining``: the export thread admits a span handed before the shutdown, in its last
-        flush, which exports it."""
-        size = encoded + SPAN_OVERHEAD
-        if self._closed and not draining:
-            return SHUTDOWN
-        if size > self.queue_bytes:
-            return TOO_LARGE
-        if self._queued_bytes + size > self.queue_bytes or (
-                self.max_queue_spans is not None and len(self._queue) >= self.max_queue_spans):
-            return QUEUE_FULL
-        first = not self._queue
-        if first:
-            self._waiting_since = time.monotonic()
-        self._queue.append((span, encoded))
-        self._queued_bytes += size
-        self._queued_encoded += encoded
-        self._queued_total += 1
-        if self._thread is None:
-            self._start()
-        # Waking the thread for every span would cost a context switch each: only when a
-        # batch is full, or for the first span of a batch (the thread waits without a deadline
-        # on an empty queue: it must learn this one's).
-        if (first or self._queued_encoded >= self.batch_bytes
-                or len(self._queue) == self.max_batch_spans):
-            self._cond.notify()
-        return None
-
-    def hand(self, span: ReadableSpan) -> None:
-        """``on_end`` for the thread that ended ``span``, at the cost of an append: the export
-        thread measures it and admits it to the queue (or counts it as dropped) as ``put``
-        would. The thread is woken when a batch waits; past ``INBOX_BATCHES`` batches waiting
-        unmeasured (the thread did not get to run) the caller admits them itself unless the
-        thread is doing so, so the inbox stays bounded; spans go out in the order they ended.
-        Never blocks, never raises."""
-        try:
-            inbox = self._inbox
-            waiting = len(inbox)
-            if self._thread is None or self._closed:
-                self.put(span, None)  # not started yet, or shut down: the long way
-                return
-            if (waiting >= INBOX_BATCHES * self.max_batch_spans
-                    and self._admit_lock.acquire(blocking=False)):
-                try:
-                    self._admit_locked()
-                finally:
-                    self._admit_lock.release()
-                waiting = 0
-            inbox.append(span)
-            # Wake the thread for the first span it would otherwise wait for without a
-            # deadline, and once a batch waits; else it finds them when it next wakes (its
-            # waits are bounded by ``schedule_delay``).
-            if not waiting and not self._queue or waiting + 1 == self.max_batch_spans:
-                with self._lock:
-                    self._cond.notify()
         except Exception:
             logger.debug("tracescore could not queue a span for export", exc_info=True)
 
@@ -285,9 +248,9 @@ class ExportProcessor(ExportThread, SpanProcessor):
             return self._flush_ok
 
     def mark(self) -> int:
-        """A mark past every span queued or handed so far (for ``wait_settled``)."""
+        """A mark past every span queued so far (for ``wait_settled``)."""
         with self._lock:
-            return self._queued_total + len(self._inbox) + self._admitting
+            return self._queued_total
 
     def wait_settled(self, mark: int, timeout: float) -> bool:
         """Wait until every span queued before ``mark`` left memory: exported, written to the

@@ -17,9 +17,6 @@ from collections import deque
 from collections.abc import Callable
 
 from opentelemetry.sdk.trace import ReadableSpan
-from opentelemetry.trace import TraceFlags
-
-from tracescore._core.otel_compat import span_context
 
 from .scrub import Scrub
 from .sender import EXPORT_FAILED, SHUTDOWN, Sender
@@ -33,19 +30,6 @@ logger = logging.getLogger("tracescore")
 # tiny spans from filling memory within a byte bound meant for encoded data.
 SPAN_OVERHEAD = 1024
 TOO_LARGE = "too_large"
-QUEUE_FULL = "queue_full"
-_SAMPLED = TraceFlags.SAMPLED
-# The longest the thread waits with nothing queued: a span handed (``hand``) without waking it
-# as the thread emptied the inbox is found by then.
-_IDLE_WAIT = 1.0
-
-
-def measure(span: ReadableSpan) -> int | None:
-    """``size.span_size`` of a span to export; None for a span not sampled (never exported)."""
-    context = span_context(span)
-    if context is not None and not context.trace_flags & _SAMPLED:
-        return None
-    return span_size(span)
 
 
 class ExportThread:
@@ -61,11 +45,6 @@ class ExportThread:
     _count: Callable[[str, int], None]
     _cond: threading.Condition
     _queue: deque[tuple[ReadableSpan, int]]
-    _inbox: deque[ReadableSpan]
-    _admitting: int
-    _admit_lock: threading.Lock
-    _queued_total: int
-    _enqueue: Callable[[ReadableSpan, int, bool], str | None]
     _queued_bytes: int
     _queued_encoded: int
     _settled_total: int
@@ -96,7 +75,6 @@ class ExportThread:
                 # they were adopted (past the age bound): counted here, once reporting is set.
                 self._count(EXPORT_FAILED, self.spool.take_dropped())
             while True:
-                self._admit()
                 with self._cond:
                     flush, closing = self._wait()
                     wanted = self._flush_asked
@@ -128,16 +106,11 @@ class ExportThread:
                 return False, True
             if self._flush_asked > self._flush_done:
                 return True, False
-            inbox = len(self._inbox)
-            if inbox and (not self._queue or inbox >= self.max_batch_spans):
-                # The first spans after idle (their batch's deadline starts) or a batch's
-                # worth: admitted now; others wait in the inbox until the batch is due.
-                return False, False
             now = time.monotonic()
             spooled = self.spool is not None and len(self.spool) > 0
             if spooled and now >= self._sender.retry_at:
                 return False, False
-            timeout = _IDLE_WAIT
+            timeout = threading.TIMEOUT_MAX
             if self._queue:
                 due = self._waiting_since + self.schedule_delay
                 if (now >= due or self._queued_encoded >= self.batch_bytes
@@ -174,7 +147,6 @@ class ExportThread:
         when everything went out."""
         ok = self._sender.retry_spool(final)
         while True:
-            self._admit()
             batch = self._take(everything=True)
             if not batch:
                 break
@@ -188,42 +160,6 @@ class ExportThread:
         if final:
             self._discard()
         return ok and not self._sender.spooled
-
-    def _admit(self) -> None:
-        """Measure the spans ``hand`` left in the inbox and queue them as ``put`` does (or
-        count them as dropped, with the same causes)."""
-        if not self._inbox:
-            return
-        with self._admit_lock:
-            self._admit_locked()
-
-    def _admit_locked(self) -> None:
-        inbox = self._inbox
-        with self._cond:  # callers only append: these are the spans there now, in order
-            spans = [inbox.popleft() for _ in range(len(inbox))]
-            self._admitting += len(spans)
-        measured: list[tuple[ReadableSpan, int | None]] = []
-        for span in spans:
-            try:
-                measured.append((span, measure(span)))
-            except Exception:
-                logger.debug("tracescore could not measure a span for export", exc_info=True)
-                measured.append((span, None))
-        causes: dict[str, int] = {}
-        draining = threading.current_thread() is self._thread
-        with self._cond:
-            self._admitting -= len(spans)
-            for span, encoded in measured:
-                cause = None if encoded is None else self._enqueue(span, encoded, draining)
-                if encoded is None or cause is not None:
-                    # Left memory at once: ``mark`` counted it while it waited.
-                    self._queued_total += 1
-                    self._settled_total += 1
-                if cause is not None:
-                    causes[cause] = causes.get(cause, 0) + 1
-            self._cond.notify_all()
-        for cause, spans_dropped in causes.items():
-            self._count(cause, spans_dropped)
 
     def _take(self, everything: bool = False) -> list[ReadableSpan]:
         """The next batch off the queue, bounded by ``batch_bytes`` and ``max_batch_spans``;
@@ -278,9 +214,8 @@ class ExportThread:
     def _discard(self) -> None:
         """Count (as ``shutdown``) and forget everything queued and spooled."""
         with self._cond:
-            left = len(self._queue) + len(self._inbox)
+            left = len(self._queue)
             self._queue.clear()
-            self._inbox.clear()
             self._queued_bytes = 0
             self._queued_encoded = 0
             self._settled_total += left

@@ -144,7 +144,6 @@ class ScoringSpanProcessor(SpanProcessor):
         self._runtime = runtime
         self._count_usage = count_usage and telemetry is not None
         self._put = getattr(downstream, "put", None)
-        self._hand = getattr(downstream, "hand", None)  # ExportProcessor.hand: no routing
         self._rules = tuple(rules)
         self._score_timeout = score_timeout
         self.flush_timeout = flush_timeout
@@ -237,10 +236,10 @@ class ScoringSpanProcessor(SpanProcessor):
                 logger.debug("tracescore export processor failed in on_start", exc_info=True)
 
     def on_end(self, span: ReadableSpan) -> None:
-        """On the calling thread only what must happen there: a span no rule can pick or count
-        goes to the export thread (``hand``); any other to the routing thread (``handoff``),
-        with its trace's decision, its decorator's record, or the agent of another
-        instrumentation's model call (``usage.counted_on_end``). Never raises."""
+        """Hand ``span`` to the routing thread (``handoff``) with what only its caller knows:
+        its trace's decision, its decorator's record when a rule may pick it, or the agent of
+        another instrumentation's model call (``usage.counted_on_end``; its trace is decided on
+        the routing thread). There it is counted, routed and exported. Never raises."""
         try:
             if not self._closed:
                 ctx = span_context(span)
@@ -251,9 +250,6 @@ class ScoringSpanProcessor(SpanProcessor):
                         agent = _usage.counted_on_end(span)
                 # A counted model call is routed anyway: its trace is decided there.
                 sampled = self._may_pick(span, ctx) if agent is _usage.NOT_COUNTED else _LATER
-                if sampled is None and agent is _usage.NOT_COUNTED and self._hand is not None:
-                    self._hand(span)  # nothing to count or route: to the export thread
-                    return
                 record = (self._ending.get((ctx.trace_id, ctx.span_id))
                           if sampled is not None and self._ending else None)
                 self._handoff.put((span, ctx, sampled, record, agent))
