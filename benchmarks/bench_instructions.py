@@ -11,8 +11,9 @@ difference divided by ``HIGH - LOW`` is what one call costs each thread, start-u
 cancelled out. The garbage collector is frozen and disabled for the measured calls: which thread
 runs a collection depends on timing, and it would move hundreds of thousands of instructions
 between threads from one run to the next. Valgrind runs one thread at a time, so the split
-between the calling thread and tracescore's threads is indicative (a starved export thread
-leaves more to the caller); the sum over threads is exact.
+between the calling thread and tracescore's threads is indicative only (for another
+instrumentation's spans it moved from 0.55x to 1.87x between two runs of one tree); the sum
+over threads is exact where the spans routed do not depend on random trace ids (rate 0 or 1).
 
 Variants: ``base`` (a bare OTel span with the attribute work tracescore does, through the SDK's
 ``BatchSpanProcessor``), ``unsampled`` (``@tracescore.agent`` with a rule whose sample picks no
