@@ -10,10 +10,12 @@ Each variant runs in a fresh interpreter under ``valgrind --tool=callgrind
 difference divided by ``HIGH - LOW`` is what one call costs each thread, start-up and warm-up
 cancelled out. The garbage collector is frozen and disabled for the measured calls: which thread
 runs a collection depends on timing, and it would move hundreds of thousands of instructions
-between threads from one run to the next. Valgrind runs one thread at a time, so the split
-between the calling thread and tracescore's threads is indicative only (for another
-instrumentation's spans it moved from 0.55x to 1.87x between two runs of one tree); the sum
-over threads is exact where the spans routed do not depend on random trace ids (rate 0 or 1).
+between threads from one run to the next. After the measured calls the child waits for the
+routing thread to route what still waits for it: valgrind runs one thread at a time, and without
+that wait the exit's flush routed the rest on the calling thread, a share that varied from run
+to run (for another instrumentation's spans the calling thread's figure moved from 0.55x to
+1.87x between two runs of one tree). The sum over threads is exact where the spans routed do not
+depend on random trace ids (rate 0 or 1).
 
 Variants: ``base`` (a bare OTel span with the attribute work tracescore does, through the SDK's
 ``BatchSpanProcessor``), ``unsampled`` (``@tracescore.agent`` with a rule whose sample picks no
@@ -85,6 +87,11 @@ for _ in range(200):
 gc.collect(); gc.freeze(); gc.disable()
 for _ in range(calls):
     call()
+# The spans still waiting for the routing thread are routed there, not by the exit's flush on
+# this thread (valgrind runs one thread at a time: how many wait here varies from run to run).
+from tracescore._pipeline.runtime import RUNTIME
+if RUNTIME.processor is not None:
+    RUNTIME.processor._handoff.wait_idle(3600.0)
 """
 
 

@@ -29,6 +29,7 @@ __all__ = [
     "FAST_LISTS",
     "FAST_SPANS",
     "attribute_dict",
+    "ended_parts",
     "list_items",
     "own_attributes",
     "own_events",
@@ -89,11 +90,14 @@ def _states_readable() -> bool:
 
 
 def _origins_readable() -> bool:
-    """Whether a ``ReadableSpan`` keeps its scope and resource under the names read below."""
-    span = ReadableSpan("probe")
+    """Whether a ``ReadableSpan`` keeps its scope, resource and parent under the names read
+    below."""
+    parent = SpanContext(1, 2, False)
+    span = ReadableSpan("probe", parent=parent)
     try:
         return (span._instrumentation_scope is span.instrumentation_scope  # noqa: SLF001
-                and span._resource is span.resource)  # noqa: SLF001
+                and span._resource is span.resource  # noqa: SLF001
+                and span._parent is parent and span.parent is parent)  # noqa: SLF001
     except AttributeError:
         return False
 
@@ -111,6 +115,20 @@ def span_context(span: Any) -> SpanContext | None:
         context: SpanContext | None = span._context  # noqa: SLF001
         return context
     return span.context  # type: ignore[no-any-return]
+
+
+def ended_parts(span: Any) -> tuple[SpanContext | None, SpanContext | None, Any, Any]:
+    """``(context, parent, instrumentation_scope, attributes)`` of an ended span, read from the
+    fields for the SDK's own ``ReadableSpan``; ``attributes`` is then the plain dict behind its
+    frozen ``BoundedAttributes`` (a look-up at C speed), else ``span.attributes``."""
+    if FAST_ORIGINS and span.__class__ is ReadableSpan:
+        attributes = span._attributes  # noqa: SLF001
+        if (FAST_ATTRIBUTES and attributes.__class__ is BoundedAttributes
+                and attributes._immutable):  # noqa: SLF001
+            attributes = attributes._dict  # noqa: SLF001
+        return (span._context, span._parent,  # noqa: SLF001
+                span._instrumentation_scope, attributes)  # noqa: SLF001
+    return span.context, span.parent, span.instrumentation_scope, span.attributes
 
 
 def span_fields(span: Any) -> tuple[str, SpanContext | None, Status | None, Any, Any, Any]:

@@ -587,7 +587,7 @@ NOT_COUNTED: Any = _MISSING
 """What ``counted_on_end`` returns for a span whose usage is not counted."""
 
 
-def counted_on_end(span: Any) -> Any:
+def counted_on_end(context: Any, parent: Any, attrs: Any) -> Any:
     """The part of counting another instrumentation's model-call span that must run as it
     ends, on its thread: whether it carries token counts, the note for a model span around it
     (``note_counted``: a wrapper of a counted call is not counted again, and the decorators'
@@ -595,22 +595,21 @@ def counted_on_end(span: Any) -> Any:
     under (a context value). The rest (``record_counted``) runs off the caller's thread.
 
     Args:
-        span: an ended span of any instrumentation but tracescore's.
+        context, parent, attrs: the ended span's ``SpanContext``, its parent's (or None) and
+            its attributes (a ``Mapping``), as ``otel_compat.ended_parts`` reads them; the span
+            is of any instrumentation but tracescore's.
 
     Returns:
         The agent's name (``str`` or None) when the span's usage is to be counted, else
         ``NOT_COUNTED``. Never raises.
     """
     try:
-        attrs = attribute_dict(own_attributes(span), frozen_only=True) or span.attributes
         if not attrs or not _has_tokens(attrs):
             return _MISSING
         # ``note_counted``, ``counted_beneath`` and ``current_agent`` written out: this runs on
         # the thread that ends every model-call span.
-        parent = span.parent
         if parent is not None and parent.span_id:
             _note(_counted, parent.span_id)
-        context = span.context
         if context is not None and _counted.pop(context.span_id, _MISSING) is not _MISSING:
             _note(_wrappers, context.span_id)  # priced at its innermost span only
             return _MISSING
@@ -624,13 +623,12 @@ def counted_on_end(span: Any) -> Any:
 def _has_tokens(attrs: Mapping[str, Any]) -> bool:
     """Whether ``from_attributes`` finds token counts in ``attrs`` (a few look-ups): of each
     count, the first of its two names that is present decides, as there."""
-    for keys in _TOKEN_KEYS:
-        for key in keys:
-            value = attrs.get(key)
-            if value is not None:
-                if _int(value) is not None:
-                    return True
-                break
+    for first, second in _TOKEN_KEYS:
+        value = attrs.get(first)
+        if value is None:
+            value = attrs.get(second)
+        if value is not None and _int(value) is not None:
+            return True
     return False
 
 

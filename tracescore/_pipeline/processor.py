@@ -36,7 +36,7 @@ from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor
 from opentelemetry.trace import StatusCode
 
 from tracescore._core import semconv as sc
-from tracescore._core.otel_compat import span_context
+from tracescore._core.otel_compat import ended_parts, span_context
 from tracescore._core.stats import Stats
 from tracescore._instrument import usage as _usage
 from tracescore._pipeline.engine import Engine, Job
@@ -242,12 +242,10 @@ class ScoringSpanProcessor(SpanProcessor):
         the routing thread). There it is counted, routed and exported. Never raises."""
         try:
             if not self._closed:
-                ctx = span_context(span)
+                ctx, parent, scope, attrs = ended_parts(span)
                 agent = _usage.NOT_COUNTED
-                if self._count_usage:
-                    scope = span.instrumentation_scope
-                    if scope is None or scope.name != _OWN_SCOPE:
-                        agent = _usage.counted_on_end(span)
+                if self._count_usage and (scope is None or scope.name != _OWN_SCOPE):
+                    agent = _usage.counted_on_end(ctx, parent, attrs)
                 # A counted model call is routed anyway: its trace is decided there.
                 sampled = self._may_pick(span, ctx) if agent is _usage.NOT_COUNTED else _LATER
                 record = (self._ending.get((ctx.trace_id, ctx.span_id))

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from types import MappingProxyType
 from typing import Any, NamedTuple, Protocol, runtime_checkable
 
+from tracescore._core.otel_compat import attribute_dict, own_attributes
 from tracescore._pipeline.trace_buffer import TraceBuffer
 
 
@@ -57,6 +59,10 @@ def scope_name(span: Any) -> str:
 
 
 def attributes_of(span: Any) -> Mapping[str, Any]:
-    """``span.attributes``, or an empty mapping."""
+    """``span.attributes``, or an empty mapping: a read-only view of the ended span's own
+    dict where the SDK keeps one (its look-ups at C speed; every reader asks this)."""
+    inner = attribute_dict(own_attributes(span), frozen_only=True)
+    if inner is not None:
+        return MappingProxyType(inner)
     attrs = getattr(span, "attributes", None)
     return attrs if attrs is not None else {}
