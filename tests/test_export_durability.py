@@ -207,6 +207,25 @@ def test_shutdown_counts_what_is_still_waiting_and_removes_the_spool(tmp_path: P
     assert list(tmp_path.iterdir()) == []
 
 
+def test_stats_after_shutdown_are_the_final_counts_and_count_spans_ended_after_it() -> None:
+    with HttpOtlpReceiver() as receiver:
+        provider = TracerProvider(shutdown_on_exit=False)
+        tracescore.configure(tracer_provider=provider, exporter=_http_exporter(receiver.port))
+        _produce(["a", "b"])
+        tracescore.shutdown(10_000)
+        # Another instrumentation's spans on the provider go nowhere now, and are counted.
+        tracer = provider.get_tracer("another.instrumentation")
+        for _ in range(3):
+            tracer.start_span("late").end()
+        stats = tracescore.stats()
+        assert _names(receiver.received) == ["a", "b"]
+    assert stats.spans_exported == 2
+    assert stats.spans_dropped == {**NO_DROPS, "shutdown": 3}
+    tracescore.configure(tracer_provider=TracerProvider(shutdown_on_exit=False),
+                         exporter=InMemorySpanExporter())
+    assert tracescore.stats().spans_exported == 0  # a new configuration counts from zero
+
+
 # --- 2. Bursts --------------------------------------------------------------------------------
 
 

@@ -59,6 +59,9 @@ class Runtime:
             them; the user's exceptions pass through either way.
         instance: the ``tracescore.Tracescore`` the last ``configure()`` installed here (what
             ``force_flush``, ``shutdown``, ``stats`` and the exit hooks act on), or None.
+        shut_down: the instance ``shutdown()`` last took out, whose final counters ``stats()``
+            gives until the next ``configure()`` (spans that pass its provider later are
+            counted there as dropped at shutdown), or None.
         console: what tracescore prints on its own (``tracescore._setup.console.Console``):
             the process's runtime has one, a service's none.
         redactor: the ``Redactor`` of this runtime's patterns, callback and counters
@@ -71,6 +74,7 @@ class Runtime:
         self.redactor = redactor if redactor is not None else _redact.Redactor()
         self.console = console
         self.instance: Any = None
+        self.shut_down: Any = None
         self.tracer: Any = None
         self.capture: bool = bool(content.capture)
         self.max_length: int = int(content.max_length or 0)

@@ -591,6 +591,7 @@ def _install(s: _Settings) -> Tracescore:
         instance.destinations = destinations
         instance.file_path = file_path
         RUNTIME.instance = instance
+        RUNTIME.shut_down = None
         RUNTIME.console.enabled = bool(s.output.console)
         _register_exit_hooks()
         _signals.update(bool(s.export.flush_on_sigterm), _stop_on_sigterm, flush_seconds)
@@ -736,6 +737,8 @@ def shutdown(timeout_millis: int | None = None) -> None:
     with _config_lock:
         instance = RUNTIME.instance
         RUNTIME.instance = None
+        if instance is not None:
+            RUNTIME.shut_down = instance
     if instance is not None:
         instance.shutdown(timeout_millis)
         with _config_lock:
@@ -746,9 +749,12 @@ def shutdown(timeout_millis: int | None = None) -> None:
 def stats() -> Stats:
     """Counters of the current configuration: spans exported, scores attached, skips, errors.
 
-    Returns an all-zero ``Stats`` when tracescore is not configured.
+    After ``shutdown()``, until the next ``configure()``: the final counters of the
+    configuration it shut down (spans ended on its provider after it are counted in
+    ``spans_dropped["shutdown"]``). Returns an all-zero ``Stats`` when tracescore was never
+    configured.
     """
-    instance = RUNTIME.instance
+    instance = RUNTIME.instance or RUNTIME.shut_down
     return instance.stats() if instance is not None else Stats()
 
 
