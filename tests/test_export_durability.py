@@ -397,10 +397,10 @@ def test_spool_encoding_round_trips_what_otlp_carries() -> None:
 
 def test_spans_ended_on_many_threads_arrive_once_each_in_the_order_each_thread_ended_them() -> \
         None:
-    # Ended spans wait unmeasured for the export thread, which measures and queues them; with
-    # two spans a batch the threads that end them keep finding a full inbox and queue it
-    # themselves, concurrently with the export thread. Nothing may be lost, doubled or
-    # reordered within a thread.
+    # Six threads hand their spans to the routing thread, which puts them on the export
+    # queue; with two spans a batch the export thread is woken for nearly every pair while
+    # the threads keep ending spans. Nothing may be lost, doubled or reordered within a
+    # thread.
     memory, provider = InMemorySpanExporter(), TracerProvider()
     tracescore.configure(exporter=memory, tracer_provider=provider,
                          export=tracescore.ExportOptions(max_batch_spans=2))
@@ -423,3 +423,37 @@ def test_spans_ended_on_many_threads_arrive_once_each_in_the_order_each_thread_e
     stats = tracescore.stats()
     assert stats.spans_exported == 3000
     assert stats.spans_dropped == NO_DROPS
+
+
+def test_a_flush_while_other_threads_keep_ending_spans_returns_once_what_ended_before_is_out(
+) -> None:
+    # The routing thread never runs out of work here. A flush waits for what ended before it,
+    # not for the queue to be empty, which never happens under a steady stream of spans (it
+    # used to wait out its whole deadline and return False).
+    memory, provider = InMemorySpanExporter(), TracerProvider()
+    tracescore.configure(exporter=memory, tracer_provider=provider)
+    tracer = provider.get_tracer("acme")
+    stop, running = threading.Event(), threading.Event()
+
+    def produce() -> None:
+        n = 0
+        while not stop.is_set():
+            tracer.start_span("background").end()
+            n += 1
+            if n == 200:
+                running.set()
+
+    threads = [threading.Thread(target=produce) for _ in range(3)]
+    for thread in threads:
+        thread.start()
+    try:
+        assert running.wait(HANG_BOUND)
+        for round_ in range(3):
+            tracer.start_span(f"marker-{round_}").end()
+            assert tracescore.force_flush(10_000)
+            assert f"marker-{round_}" in {span.name for span in memory.get_finished_spans()}
+            assert tracescore.stats().spans_dropped == NO_DROPS
+    finally:
+        stop.set()
+        for thread in threads:
+            thread.join(HANG_BOUND)

@@ -53,6 +53,11 @@ class Handoff:
         self._lock = threading.Lock()
         self._changed = threading.Condition(self._lock)
         self._items: deque[Any] = deque()
+        # Items appended to the queue so far, and those of them worked on (by the thread or a
+        # flush, in order): a flush waits for the mark it took, not for the queue to empty,
+        # which under a steady stream of spans never happens.
+        self._queued = 0
+        self._worked = 0
         self._waiting = False  # the thread waits for a first item (it must be woken)
         self._gathering = False  # the thread lets a batch gather (woken at WAKE_AT items)
         self._hurry = False  # someone waits for the queue to empty: no gathering
@@ -69,6 +74,7 @@ class Handoff:
             else:
                 inline = False
                 self._items.append(item)
+                self._queued += 1
                 if self._thread is None:
                     inline = not self._start()
                 elif self._waiting or (self._gathering and len(self._items) >= WAKE_AT):
@@ -86,22 +92,22 @@ class Handoff:
             thread.start()
         except RuntimeError:
             self._items.pop()
+            self._queued -= 1
             return False
         self._thread = thread
         return True
 
     def wait_idle(self, timeout: float) -> bool:
-        """Wait until every item put so far was worked on, at most ``timeout`` seconds. True
-        when none is left (at once on the routing thread itself)."""
+        """Wait until every item put before this call was worked on, at most ``timeout``
+        seconds (items put meanwhile are not waited for). True when none is left (at once on
+        the routing thread itself)."""
         if threading.current_thread() is self._thread:
             return not self._items
         deadline = time.monotonic() + timeout
         with self._changed:
-            if self._items and self._gathering:
-                self._hurry = True
-                self._gathering = False
-                self._changed.notify_all()
-            while self._items or self._busy or self._draining:
+            mark = self._queued
+            while self._worked < mark:
+                self._hurry_up()
                 left = deadline - time.monotonic()
                 if left <= 0:
                     return False
@@ -109,19 +115,26 @@ class Handoff:
         return True
 
     def drain(self, timeout: float) -> bool:
-        """Work on the waiting items on the calling thread (a flush: what ended before it is
-        routed whatever the routing thread is doing), after the batch the routing thread is
-        on, which it waits for ``timeout`` seconds (at least ``_BATCH_WAIT``). True when none
-        was left unworked."""
+        """Make sure every item put before this call is worked on (a flush: what ended
+        before it is routed whatever the routing thread is doing): when the routing thread is
+        on a batch, wait for it to work through them (at most ``timeout`` seconds, at least
+        ``_BATCH_WAIT``); when it is not, work on the waiting items on the calling thread.
+        True when none put before the call was left unworked."""
         if threading.current_thread() is self._thread:
             return not self._items
         deadline = time.monotonic() + max(timeout, _BATCH_WAIT)
         with self._changed:
-            while self._busy or self._draining:
+            mark = self._queued
+            while self._worked < mark:
+                if not (self._busy or self._draining):
+                    break
+                self._hurry_up()
                 left = deadline - time.monotonic()
                 if left <= 0:
                     return False
                 self._changed.wait(min(left, threading.TIMEOUT_MAX))
+            else:
+                return True
             items = list(self._items)
             self._items.clear()
             self._draining = True
@@ -131,8 +144,16 @@ class Handoff:
         finally:
             with self._changed:
                 self._draining = False
+                self._worked += len(items)
                 self._changed.notify_all()
         return True
+
+    def _hurry_up(self) -> None:
+        """Holding ``_lock``: a thread letting a batch gather takes it now (someone waits)."""
+        if self._items and self._gathering:
+            self._hurry = True
+            self._gathering = False
+            self._changed.notify_all()
 
     def stop(self) -> None:
         """Let the routing thread end once the queue is empty; later items are worked on by
@@ -148,8 +169,13 @@ class Handoff:
         self._stopped = stopped
 
     def _run(self) -> None:
+        done = 0  # items of the last batch, counted as worked with the lock held
         while True:
             with self._lock:
+                if done:
+                    self._worked += done
+                    done = 0
+                    self._changed.notify_all()  # wait_idle, drain
                 while not self._items or self._draining:
                     self._busy = False
                     self._changed.notify_all()  # wait_idle, drain
@@ -171,6 +197,7 @@ class Handoff:
                 self._items.clear()
             for item in items:
                 self._call(item)
+            done = len(items)
 
     def _call(self, item: Any) -> None:
         try:
