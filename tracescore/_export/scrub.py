@@ -262,18 +262,17 @@ class Scrubber:
         else:
             foreign = scope is None or scope.name != sc.INSTRUMENTATION_SCOPE
             self._last_scope = (scope, foreign)
-        extra = self.price(span) if (
-            self.price is not None and foreign and span.attributes) else None
+        # The span's own fields, read once (the public properties copy its containers). The
+        # plain dict behind an ended span's attributes is walked at C speed; it is passed on
+        # only when redaction changed nothing (``span.attributes`` is a new view each time).
+        old_name, old_context, old_status, own, own_events, own_links = span_fields(span)
+        original = attribute_dict(own, frozen_only=True) or span.attributes
+        extra = self.price(span) if (self.price is not None and foreign and original) else None
         if not self.foreign and foreign:
             return span if not extra else _with_attributes(span, extra)
-        # The span's own fields, read once (the public properties copy its containers).
-        old_name, old_context, old_status, own, own_events, own_links = span_fields(span)
         name = _redact.redact_name(old_name) if old_name else old_name
         if name == old_name:
             name = old_name
-        # The plain dict behind an ended span's attributes is walked at C speed; it is passed
-        # on only when redaction changed nothing (``span.attributes`` is a new view each time).
-        original = attribute_dict(own, frozen_only=True) or span.attributes
         attributes = redact_attributes(original)
         if extra:
             attributes = {**(attributes or {}), **extra}
