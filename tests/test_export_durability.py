@@ -33,6 +33,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import Link, SpanKind, Status, StatusCode
 
 import tracescore
+from tests.helpers import ProbeScorer
 from tests.otlp_receiver import GrpcOtlpReceiver, HttpOtlpReceiver
 
 NO_DROPS = {"queue_full": 0, "export_failed": 0, "too_large": 0, "shutdown": 0}
@@ -457,3 +458,45 @@ def test_a_flush_while_other_threads_keep_ending_spans_returns_once_what_ended_b
         stop.set()
         for thread in threads:
             thread.join(HANG_BOUND)
+
+
+def test_a_flush_while_scored_calls_keep_coming_waits_for_the_scores_of_what_ended_before() -> \
+        None:
+    # The engine always has jobs here (a slow scorer, a small queue, calls without pause). A
+    # flush waits for the jobs of the spans that ended before it and exports those spans with
+    # their scores; it used to wait for an empty engine, which never came, and at its deadline
+    # exported every held span, later ones too, without their scores.
+    memory, provider = InMemorySpanExporter(), TracerProvider()
+    tracescore.configure(exporter=memory, tracer_provider=provider,
+                         limits=tracescore.LimitsOptions(max_queue_size=16, max_concurrency=4),
+                         scoring=[tracescore.ScoringRule(scorer=ProbeScorer(delay=0.05))])
+
+    @tracescore.agent(name="answer")
+    def answer(question: str) -> str:
+        return "an answer"
+
+    stop, running = threading.Event(), threading.Event()
+
+    def call() -> None:
+        n = 0
+        while not stop.is_set():
+            answer("q")
+            n += 1
+            if n == 100:
+                running.set()
+
+    threads = [threading.Thread(target=call) for _ in range(3)]
+    for thread in threads:
+        thread.start()
+    try:
+        assert running.wait(HANG_BOUND)
+        for _ in range(3):
+            assert tracescore.force_flush(10_000)
+            assert tracescore.stats().deadline_exports == 0
+    finally:
+        stop.set()
+        for thread in threads:
+            thread.join(HANG_BOUND)
+    scored = [s for s in memory.get_finished_spans() if s.name == "invoke_agent answer"
+              and any(e.name == "gen_ai.evaluation.result" for e in s.events)]
+    assert scored

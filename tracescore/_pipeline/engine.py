@@ -87,12 +87,18 @@ class Engine:
         self._on_drain = on_drain
         self._lock = threading.Lock()
         self._idle = threading.Condition(self._lock)
-        self._inbox: deque[Job] = deque()
+        self._inbox: deque[tuple[int, Job]] = deque()  # (sequence number, job)
         self._pending = 0
+        # Jobs accepted so far, and the sequence numbers of those not finished, in the order
+        # they were accepted: a flush waits for the jobs accepted before its mark, not for the
+        # queue to be empty, which under a steady stream of spans it never is.
+        self._accepted = 0
+        self._open: dict[int, None] = {}
+        self._mark_waiters = 0
         self._scheduled = False  # a drain is scheduled on the loop
         self._closed = False
         # Loop-thread only.
-        self._ready: deque[Job] = deque()
+        self._ready: deque[tuple[int, Job]] = deque()
         self._consumers: set[asyncio.Task[None]] = set()
         self._running: dict[asyncio.Task[None], Job] = {}
         self._score: Any = None
@@ -113,7 +119,11 @@ class Engine:
             if self._closed or self._pending + places > self.max_queue_size:
                 return False
             self._pending += places
-            self._inbox.extend(jobs)
+            first = self._accepted
+            self._accepted += places
+            numbered = list(zip(range(first, first + places), jobs, strict=True))
+            self._open.update(dict.fromkeys(range(first, first + places)))
+            self._inbox.extend(numbered)
             wake = not self._scheduled
             self._scheduled = True
         if wake:
@@ -124,9 +134,10 @@ class Engine:
                 # jobs back, so the caller exports the span unscored and counts the skip.
                 with self._lock:
                     self._scheduled = False
-                    for job in jobs:
+                    for item in numbered:
                         with contextlib.suppress(ValueError):
-                            self._inbox.remove(job)
+                            self._inbox.remove(item)
+                        self._open.pop(item[0], None)
                     self._pending -= places
                     self._idle.notify_all()
                 logger.debug("tracescore could not schedule scoring jobs", exc_info=True)
@@ -157,7 +168,7 @@ class Engine:
         _runtime.run_jobs_for(self.runtime)  # this task's context only
         try:
             while self._ready:
-                job = self._ready.popleft()
+                number, job = self._ready.popleft()
                 self._running[task] = job
                 try:
                     await self._run(job)
@@ -170,7 +181,7 @@ class Engine:
                     logger.warning("tracescore scoring job failed; the application is "
                                    "unaffected", exc_info=True)
                 self._running.pop(task, None)
-                self._done()
+                self._done(number)
         finally:
             self._consumers.discard(task)
 
@@ -191,22 +202,34 @@ class Engine:
                 logger.warning("tracescore could not write a score with %s; the application "
                                "is unaffected", type(writer).__name__, exc_info=True)
 
-    def _done(self) -> None:
+    def _done(self, number: int) -> None:
         with self._lock:
             self._pending = max(0, self._pending - 1)
-            if self._pending == 0:
+            self._open.pop(number, None)
+            if self._pending == 0 or self._mark_waiters:
                 self._idle.notify_all()
 
-    def wait_idle(self, timeout: float | None) -> bool:
-        """Block until no job is pending or ``timeout`` seconds pass. True when idle."""
+    def mark(self) -> int:
+        """A mark past every job accepted so far (for ``wait_idle``)."""
+        with self._lock:
+            return self._accepted
+
+    def wait_idle(self, timeout: float | None, mark: int | None = None) -> bool:
+        """Block until no job is pending (with ``mark``: until every job accepted before the
+        ``mark()`` it took has finished) or ``timeout`` seconds pass. True when done."""
         deadline = None if timeout is None else time.monotonic() + _clamp(timeout)
         with self._lock:
-            while self._pending > 0:
-                remaining = None if deadline is None else deadline - time.monotonic()
-                if remaining is not None and remaining <= 0:
-                    return False
-                self._idle.wait(None if remaining is None else _clamp(remaining))
-            return True
+            self._mark_waiters += mark is not None
+            try:
+                while (self._pending > 0 if mark is None
+                       else next(iter(self._open), mark) < mark):
+                    remaining = None if deadline is None else deadline - time.monotonic()
+                    if remaining is not None and remaining <= 0:
+                        return False
+                    self._idle.wait(None if remaining is None else _clamp(remaining))
+                return True
+            finally:
+                self._mark_waiters -= mark is not None
 
     def shutdown(self, timeout: float | None,
                  on_late_drop: Callable[[Counter[str]], None] | None = None) -> Counter[str]:
@@ -223,7 +246,7 @@ class Engine:
             self.wait_idle(timeout)
         with self._lock:
             self._closed = True
-            dropped = Counter(i for item in self._inbox for i in _scorer_ids(item))
+            dropped = Counter(i for _, job in self._inbox for i in _scorer_ids(job))
             self._inbox.clear()
         if on_loop:
             dropped += self._stop_jobs()
@@ -243,6 +266,7 @@ class Engine:
                         future.add_done_callback(functools.partial(_late_drop, on_late_drop))
         with self._lock:
             self._pending = 0
+            self._open.clear()
             self._idle.notify_all()
         return dropped
 
@@ -258,7 +282,7 @@ class Engine:
         # The task calling this (a job whose scorer or writer shuts down) finishes its job:
         # it is neither cancelled nor counted as dropped.
         current = asyncio.current_task()
-        dropped = Counter(i for item in self._ready for i in _scorer_ids(item))
+        dropped = Counter(i for _, job in self._ready for i in _scorer_ids(job))
         dropped.update(job.rule.scorer_id for task, job in self._running.items()
                        if task is not current)
         self._ready.clear()
@@ -274,6 +298,9 @@ class Engine:
         self._idle = threading.Condition(self._lock)
         self._inbox = deque()
         self._pending = 0
+        self._accepted = 0
+        self._open = {}
+        self._mark_waiters = 0
         self._scheduled = False
         self._ready = deque()
         self._consumers = set()

@@ -63,6 +63,7 @@ class Handoff:
         self._hurry = False  # someone waits for the queue to empty: no gathering
         self._busy = False  # the thread works on items taken off the queue
         self._draining = False  # a flush works on them on its own thread (``drain``)
+        self._drainer: int | None = None  # that thread's id
         self._stopped = False
         self._thread: threading.Thread | None = None
 
@@ -100,8 +101,8 @@ class Handoff:
     def wait_idle(self, timeout: float) -> bool:
         """Wait until every item put before this call was worked on, at most ``timeout``
         seconds (items put meanwhile are not waited for). True when none is left (at once on
-        the routing thread itself)."""
-        if threading.current_thread() is self._thread:
+        the routing thread itself, and inside a flush's work on its own thread)."""
+        if self._working_here():
             return not self._items
         deadline = time.monotonic() + timeout
         with self._changed:
@@ -120,7 +121,7 @@ class Handoff:
         on a batch, wait for it to work through them (at most ``timeout`` seconds, at least
         ``_BATCH_WAIT``); when it is not, work on the waiting items on the calling thread.
         True when none put before the call was left unworked."""
-        if threading.current_thread() is self._thread:
+        if self._working_here():
             return not self._items
         deadline = time.monotonic() + max(timeout, _BATCH_WAIT)
         with self._changed:
@@ -138,15 +139,23 @@ class Handoff:
             items = list(self._items)
             self._items.clear()
             self._draining = True
+            self._drainer = threading.get_ident()
         try:
             for item in items:
                 self._call(item)
         finally:
             with self._changed:
                 self._draining = False
+                self._drainer = None
                 self._worked += len(items)
                 self._changed.notify_all()
         return True
+
+    def _working_here(self) -> bool:
+        """Whether the caller is the thread working on items now (the routing thread, or a
+        flush's): it must not wait for itself (a reader asking ``stats()``)."""
+        return (threading.current_thread() is self._thread
+                or self._drainer == threading.get_ident())
 
     def _hurry_up(self) -> None:
         """Holding ``_lock``: a thread letting a batch gather takes it now (someone waits)."""

@@ -41,7 +41,7 @@ _SWEEP_COALESCE = 0.05
 class Held:
     """One held span: its jobs still pending and the events attached so far."""
 
-    __slots__ = ("span", "pending", "events", "attributes", "exported", "deadline")
+    __slots__ = ("span", "pending", "events", "attributes", "exported", "deadline", "number")
 
     def __init__(self, span: ReadableSpan, pending: int, deadline: float) -> None:
         self.span = span
@@ -52,6 +52,7 @@ class Held:
         self.attributes: dict[str, Any] | None = None  # the scores as span attributes
         self.exported = False
         self.deadline = deadline
+        self.number = 0  # in the order spans were held (``HeldSpans.mark``)
 
 
 class HeldSpans:
@@ -77,6 +78,7 @@ class HeldSpans:
         self._handing = 0
         self._handed = threading.Condition(self._lock)
         self._sweep_armed = False  # loop-thread only
+        self._holds = 0  # spans held so far: the next one's number
 
     def __len__(self) -> int:
         return len(self._spans)
@@ -104,6 +106,8 @@ class HeldSpans:
                 self._stats.deadline_exports += 1
             else:
                 previous = None
+            held.number = self._holds
+            self._holds += 1
             self._spans[key] = held
         if previous is not None:
             self._export_held(previous)
@@ -173,11 +177,19 @@ class HeldSpans:
         if next_deadline is not None:
             _loop.get_loop().call_later(max(next_deadline - now, _SWEEP_COALESCE), self._sweep)
 
-    def release_all(self) -> int:
-        """Export every held span now with the scores it has (a flush or shutdown past its
-        deadline). Returns how many went out; their later scores go on carrier spans."""
+    def mark(self) -> int:
+        """A mark past every span held so far (for ``release_all``)."""
         with self._lock:
-            released = [h for h in list(self._spans.values()) if self._release(h)]
+            return self._holds
+
+    def release_all(self, before: int | None = None) -> int:
+        """Export every held span now with the scores it has (a flush or shutdown past its
+        deadline); with ``before``, only those held before that ``mark()`` (a flush leaves
+        spans that ended after it began to their own scores). Returns how many went out;
+        their later scores go on carrier spans."""
+        with self._lock:
+            released = [h for h in list(self._spans.values())
+                        if (before is None or h.number < before) and self._release(h)]
             self._stats.deadline_exports += len(released)
         self._export_all(released)
         return len(released)

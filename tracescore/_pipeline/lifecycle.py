@@ -73,11 +73,16 @@ class Lifecycle:
         if _loop.is_loop_thread():
             # Called by a scorer or an on_score callback: no job can finish while it waits.
             idle = self._handoff.wait_idle(0.0) and self._engine.pending == 0
+            remaining = self._held.release_all()
         else:
-            # Every span that ended before the flush is routed (its jobs queued) first.
-            idle = (self._handoff.drain(max(0.0, deadline - reserve - time.monotonic()))
-                    and self._engine.wait_idle(max(0.0, deadline - reserve - time.monotonic())))
-        remaining = self._held.release_all()
+            # Every span that ended before the flush is routed (held, its jobs queued) first;
+            # then the flush waits for those jobs and releases those spans only: spans other
+            # threads end meanwhile are left to their own scores.
+            idle = self._handoff.drain(max(0.0, deadline - reserve - time.monotonic()))
+            held, jobs = self._held.mark(), self._engine.mark()
+            idle = self._engine.wait_idle(max(0.0, deadline - reserve - time.monotonic()),
+                                          jobs) and idle
+            remaining = self._held.release_all(before=held)
         # A span the loop's sweep released is still being handed over on its thread: the
         # export processor's flush must come after it, or misses it.
         flushed = self._held.wait_handed_over(_left(deadline))
